@@ -7,3 +7,6 @@
 
 pub mod analysis;
 pub mod lang;
+
+#[cfg(feature = "python")]
+mod py;
