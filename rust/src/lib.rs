@@ -6,6 +6,7 @@
 //! `python` feature); everything else is plain Rust, tested with `cargo test`.
 
 pub mod analysis;
+pub mod extract;
 pub mod lang;
 
 #[cfg(feature = "python")]

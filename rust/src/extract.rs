@@ -1,0 +1,528 @@
+//! Greedy extraction over a flat e-graph: tree cost ([`greedy_tree`]) and DAG cost
+//! ([`greedy_dag`]), plus the DAG cost of a choice ([`dag_cost`]).
+//!
+//! The e-graph is handed over as flat arrays (a [`Problem`]): e-classes are `0..num_classes`,
+//! e-nodes are `0..n`, node `i` lives in class `node_eclass[i]`, its children are *class*
+//! indices `node_children[i]` and it costs `node_cost[i]` (seconds, or any non-negative unit).
+//! Nodes flagged in `forbidden` (Tensat's cycle filter list) are never chosen.
+//!
+//! A *choice* gives, per class, the node picked for it (`None` when the class is not needed or
+//! cannot be built). Both greedy extractors return choices that are acyclic from the roots and
+//! are `Some` exactly for the classes reachable from the roots through chosen nodes. The ILP
+//! extractor lives in Python (`tensat_py.extract.ilp`) and uses [`greedy_dag`] as warm start.
+//!
+//! ```
+//! use _core::extract::{dag_cost, greedy_dag, greedy_tree, Problem};
+//! // class 0: leaf x (cost 1); class 1: f(x) (cost 2); class 2 (root): g(f x, f x) (cost 1)
+//! // or a costly leaf (cost 10).
+//! let node_eclass = [0, 1, 2, 2];
+//! let node_children = vec![vec![], vec![0], vec![1, 1], vec![]];
+//! let node_cost = [1.0, 2.0, 1.0, 10.0];
+//! let p = Problem {
+//!     node_eclass: &node_eclass, node_children: &node_children, node_cost: &node_cost,
+//!     num_classes: 3, roots: &[2], forbidden: &[false; 4],
+//! };
+//! let tree = greedy_tree(&p);
+//! assert_eq!(tree, vec![Some(0), Some(1), Some(2)]);
+//! assert_eq!(dag_cost(&p, &tree), 4.0); // shared f(x) counted once
+//! assert_eq!(greedy_dag(&p), tree);
+//! ```
+
+use std::collections::VecDeque;
+
+/// A flat extraction problem: classes `0..num_classes`, nodes `0..node_eclass.len()`.
+///
+/// All slices indexed by node have the same length. Costs must be finite and non-negative
+/// (check with [`validate`]); the greedy functions panic on out-of-range indices.
+#[derive(Debug, Clone, Copy)]
+pub struct Problem<'a> {
+    /// Class of each node.
+    pub node_eclass: &'a [usize],
+    /// Child *classes* of each node, in operand order (repeats allowed).
+    pub node_children: &'a [Vec<usize>],
+    /// Cost of each node (non-negative, finite).
+    pub node_cost: &'a [f64],
+    /// Number of classes; class ids are dense `0..num_classes`.
+    pub num_classes: usize,
+    /// Root classes; all of them must be built.
+    pub roots: &'a [usize],
+    /// Nodes that may never be chosen (the cycle filter list), one flag per node.
+    pub forbidden: &'a [bool],
+}
+
+/// Checks that a [`Problem`] is well formed: equal lengths, indices in range, costs finite
+/// and non-negative.
+///
+/// # Errors
+/// A message naming the first offending node or root.
+///
+/// ```
+/// use _core::extract::{validate, Problem};
+/// let p = Problem { node_eclass: &[0], node_children: &[vec![3]], node_cost: &[1.0],
+///                   num_classes: 1, roots: &[0], forbidden: &[false] };
+/// assert!(validate(&p).unwrap_err().contains("node 0"));
+/// ```
+pub fn validate(p: &Problem) -> Result<(), String> {
+    let n = p.node_eclass.len();
+    if p.node_children.len() != n || p.node_cost.len() != n || p.forbidden.len() != n {
+        return Err(format!(
+            "length mismatch: {} node_eclass, {} node_children, {} node_cost, {} forbidden",
+            n,
+            p.node_children.len(),
+            p.node_cost.len(),
+            p.forbidden.len()
+        ));
+    }
+    for i in 0..n {
+        if p.node_eclass[i] >= p.num_classes {
+            return Err(format!(
+                "node {i}: class {} out of range (num_classes {})",
+                p.node_eclass[i], p.num_classes
+            ));
+        }
+        if let Some(c) = p.node_children[i].iter().find(|&&c| c >= p.num_classes) {
+            return Err(format!(
+                "node {i}: child class {c} out of range (num_classes {})",
+                p.num_classes
+            ));
+        }
+        let cost = p.node_cost[i];
+        if !cost.is_finite() || cost < 0.0 {
+            return Err(format!(
+                "node {i}: cost {cost} is not a finite non-negative number"
+            ));
+        }
+    }
+    if let Some(r) = p.roots.iter().find(|&&r| r >= p.num_classes) {
+        return Err(format!(
+            "root class {r} out of range (num_classes {})",
+            p.num_classes
+        ));
+    }
+    Ok(())
+}
+
+/// For each class, the nodes that have it as a child (each node listed once per class).
+fn parents(p: &Problem) -> Vec<Vec<usize>> {
+    let mut par = vec![Vec::new(); p.num_classes];
+    for (i, ch) in p.node_children.iter().enumerate() {
+        for &c in ch {
+            if par[c].last() != Some(&i) {
+                par[c].push(i);
+            }
+        }
+    }
+    par
+}
+
+/// Keeps only the choices of classes reachable from the roots through chosen nodes.
+fn restrict_to_roots(p: &Problem, choice: &[Option<usize>]) -> Vec<Option<usize>> {
+    let mut out = vec![None; p.num_classes];
+    let mut stack: Vec<usize> = p.roots.to_vec();
+    let mut seen = vec![false; p.num_classes];
+    while let Some(c) = stack.pop() {
+        if std::mem::replace(&mut seen[c], true) {
+            continue;
+        }
+        if let Some(n) = choice[c] {
+            out[c] = Some(n);
+            stack.extend(p.node_children[n].iter().copied());
+        }
+    }
+    out
+}
+
+/// Whether the chosen sub-graph reachable from the roots is acyclic and complete (every
+/// reached class has a choice whose node belongs to it and is not forbidden).
+///
+/// ```
+/// use _core::extract::{is_valid_choice, Problem};
+/// let p = Problem { node_eclass: &[0, 0], node_children: &[vec![0], vec![]],
+///                   node_cost: &[1.0, 5.0], num_classes: 1, roots: &[0], forbidden: &[false; 2] };
+/// assert!(!is_valid_choice(&p, &[Some(0)])); // node 0 uses its own class
+/// assert!(is_valid_choice(&p, &[Some(1)]));
+/// ```
+pub fn is_valid_choice(p: &Problem, choice: &[Option<usize>]) -> bool {
+    // Iterative DFS with colours: 0 new, 1 on stack, 2 done.
+    let mut colour = vec![0u8; p.num_classes];
+    for &r in p.roots {
+        if colour[r] != 0 {
+            continue;
+        }
+        let mut stack: Vec<(usize, usize)> = vec![(r, 0)];
+        colour[r] = 1;
+        while let Some(&mut (c, ref mut k)) = stack.last_mut() {
+            let Some(n) = choice[c] else { return false };
+            if n >= p.node_eclass.len() || p.node_eclass[n] != c || p.forbidden[n] {
+                return false;
+            }
+            if let Some(&d) = p.node_children[n].get(*k) {
+                *k += 1;
+                match colour[d] {
+                    0 => {
+                        colour[d] = 1;
+                        stack.push((d, 0));
+                    }
+                    1 => return false,
+                    _ => {}
+                }
+            } else {
+                colour[c] = 2;
+                stack.pop();
+            }
+        }
+    }
+    true
+}
+
+/// DAG cost of a choice: the sum of the costs of the distinct chosen nodes reachable from
+/// the roots (a shared sub-term is paid once). Infinite when a reached class has no choice.
+///
+/// ```
+/// use _core::extract::{dag_cost, Problem};
+/// let p = Problem { node_eclass: &[0, 1], node_children: &[vec![], vec![0, 0]],
+///                   node_cost: &[2.0, 3.0], num_classes: 2, roots: &[1], forbidden: &[false; 2] };
+/// assert_eq!(dag_cost(&p, &[Some(0), Some(1)]), 5.0);
+/// assert!(dag_cost(&p, &[None, Some(1)]).is_infinite());
+/// ```
+pub fn dag_cost(p: &Problem, choice: &[Option<usize>]) -> f64 {
+    let mut seen = vec![false; p.num_classes];
+    let mut stack: Vec<usize> = p.roots.to_vec();
+    let mut total = 0.0;
+    while let Some(c) = stack.pop() {
+        if std::mem::replace(&mut seen[c], true) {
+            continue;
+        }
+        match choice.get(c).copied().flatten() {
+            Some(n) => {
+                total += p.node_cost[n];
+                stack.extend(p.node_children[n].iter().copied());
+            }
+            None => return f64::INFINITY,
+        }
+    }
+    total
+}
+
+/// Greedy tree extraction (egg's `Extractor` idea): the cost of a class is the least, over
+/// its allowed nodes, of the node's cost plus the costs of its child classes (a shared
+/// sub-term is counted once per use). Computed as a bottom-up fixpoint with a work list.
+///
+/// Forbidden nodes are never chosen. A node can only win once all its child classes have a
+/// finite cost, and a class switches node only on a strict improvement; with non-negative
+/// costs this never closes a cycle. Returns, per class, the chosen node; `Some` exactly for
+/// the classes reachable from the roots (`None` for all of them when a root cannot be built).
+///
+/// ```
+/// use _core::extract::{greedy_tree, Problem};
+/// // class 0 = {a, f(class 0)}: the self loop f can never win.
+/// let p = Problem { node_eclass: &[0, 0], node_children: &[vec![], vec![0]],
+///                   node_cost: &[3.0, 0.0], num_classes: 1, roots: &[0], forbidden: &[false; 2] };
+/// assert_eq!(greedy_tree(&p), vec![Some(0)]);
+/// ```
+pub fn greedy_tree(p: &Problem) -> Vec<Option<usize>> {
+    let n = p.node_eclass.len();
+    let par = parents(p);
+    let mut cost = vec![f64::INFINITY; p.num_classes];
+    let mut best: Vec<Option<usize>> = vec![None; p.num_classes];
+    let mut queued = vec![true; n];
+    let mut work: VecDeque<usize> = (0..n).collect();
+    while let Some(i) = work.pop_front() {
+        queued[i] = false;
+        if p.forbidden[i] {
+            continue;
+        }
+        let mut c = p.node_cost[i];
+        for &d in &p.node_children[i] {
+            c += cost[d];
+        }
+        let class = p.node_eclass[i];
+        if c < cost[class] {
+            cost[class] = c;
+            best[class] = Some(i);
+            for &j in &par[class] {
+                if !queued[j] {
+                    queued[j] = true;
+                    work.push_back(j);
+                }
+            }
+        }
+    }
+    finish(p, best)
+}
+
+/// Turns a per-class best node into the returned choice: `None` everywhere when a root is
+/// missing, otherwise the choices reachable from the roots.
+fn finish(p: &Problem, best: Vec<Option<usize>>) -> Vec<Option<usize>> {
+    if p.roots.iter().any(|&r| best[r].is_none()) {
+        return vec![None; p.num_classes];
+    }
+    restrict_to_roots(p, &best)
+}
+
+/// The sub-DAG a class would use: sorted `(class, node)` pairs and their summed cost.
+#[derive(Clone)]
+struct CostSet {
+    items: Vec<(usize, usize)>,
+    total: f64,
+}
+
+/// Greedy DAG extraction (extraction-gym's `greedy-dag` idea): each class keeps the set of
+/// classes (with their nodes) that its best sub-DAG uses, and its cost is the sum of the node
+/// costs in that set, so shared sub-terms are paid once. A node's set is the union of its
+/// child classes' sets plus itself; a node whose union already holds its own class would close
+/// a cycle and is skipped. Iterated with a work list until no class improves.
+///
+/// The sets are an estimate (two children may pick different nodes for the same class); the
+/// returned choice is checked: if it is cyclic, or its true [`dag_cost`] exceeds that of
+/// [`greedy_tree`], the tree choice is returned instead. So the result is always acyclic and
+/// never costlier (as a DAG) than the tree extraction.
+///
+/// ```
+/// use _core::extract::{dag_cost, greedy_dag, greedy_tree, Problem};
+/// // x (class 0, cost 3); a(x) in class 1 and b(x) in class 2 (cost 1 each); root class 3 =
+/// // {r(1, 2) cost 0 | s cost 7}. Per tree cost s wins (7 < 4 + 4), but as a DAG x is paid
+/// // once: x + a + b + r = 5 < 7.
+/// let node_eclass = [0, 1, 2, 3, 3];
+/// let node_children = vec![vec![], vec![0], vec![0], vec![1, 2], vec![]];
+/// let node_cost = [3.0, 1.0, 1.0, 0.0, 7.0];
+/// let p = Problem { node_eclass: &node_eclass, node_children: &node_children,
+///     node_cost: &node_cost, num_classes: 4, roots: &[3], forbidden: &[false; 5] };
+/// assert_eq!(dag_cost(&p, &greedy_tree(&p)), 7.0);
+/// let dag = greedy_dag(&p);
+/// assert_eq!(dag, vec![Some(0), Some(1), Some(2), Some(3)]);
+/// assert_eq!(dag_cost(&p, &dag), 5.0);
+/// ```
+pub fn greedy_dag(p: &Problem) -> Vec<Option<usize>> {
+    let n = p.node_eclass.len();
+    let par = parents(p);
+    let mut sets: Vec<Option<CostSet>> = vec![None; p.num_classes];
+    let mut best: Vec<Option<usize>> = vec![None; p.num_classes];
+    let mut queued = vec![true; n];
+    let mut work: VecDeque<usize> = (0..n).collect();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    while let Some(i) = work.pop_front() {
+        queued[i] = false;
+        if p.forbidden[i] {
+            continue;
+        }
+        let class = p.node_eclass[i];
+        let ch = &p.node_children[i];
+        if ch.iter().any(|&d| sets[d].is_none() || d == class) {
+            continue;
+        }
+        // Union of the child sets, keyed by class (first node seen wins), plus this node.
+        merged.clear();
+        for &d in ch {
+            merged.extend_from_slice(&sets[d].as_ref().expect("checked").items);
+        }
+        merged.sort_unstable();
+        merged.dedup_by_key(|e| e.0);
+        let pos = match merged.binary_search_by_key(&class, |e| e.0) {
+            Ok(_) => continue, // own class below itself: a cycle
+            Err(pos) => pos,
+        };
+        merged.insert(pos, (class, i));
+        let total: f64 = merged.iter().map(|&(_, j)| p.node_cost[j]).sum();
+        let improves = match &sets[class] {
+            None => true,
+            Some(s) => total < s.total,
+        };
+        if improves {
+            sets[class] = Some(CostSet {
+                items: merged.clone(),
+                total,
+            });
+            best[class] = Some(i);
+            for &j in &par[class] {
+                if !queued[j] {
+                    queued[j] = true;
+                    work.push_back(j);
+                }
+            }
+        }
+    }
+    let dag = finish(p, best);
+    let tree = greedy_tree(p);
+    if !is_valid_choice(p, &dag) || dag_cost(p, &dag) > dag_cost(p, &tree) {
+        return tree;
+    }
+    dag
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Owned {
+        eclass: Vec<usize>,
+        children: Vec<Vec<usize>>,
+        cost: Vec<f64>,
+        num_classes: usize,
+        roots: Vec<usize>,
+        forbidden: Vec<bool>,
+    }
+
+    impl Owned {
+        fn new(nodes: &[(usize, &[usize], f64)], num_classes: usize, roots: &[usize]) -> Self {
+            Owned {
+                eclass: nodes.iter().map(|n| n.0).collect(),
+                children: nodes.iter().map(|n| n.1.to_vec()).collect(),
+                cost: nodes.iter().map(|n| n.2).collect(),
+                num_classes,
+                roots: roots.to_vec(),
+                forbidden: vec![false; nodes.len()],
+            }
+        }
+        fn p(&self) -> Problem<'_> {
+            Problem {
+                node_eclass: &self.eclass,
+                node_children: &self.children,
+                node_cost: &self.cost,
+                num_classes: self.num_classes,
+                roots: &self.roots,
+                forbidden: &self.forbidden,
+            }
+        }
+    }
+
+    #[test]
+    fn tree_picks_cheapest_and_skips_forbidden() {
+        // class 0: leaf a (1) | leaf b (0.5, forbidden); class 1: f(0) (1) | g (5)
+        let mut o = Owned::new(
+            &[(0, &[], 1.0), (0, &[], 0.5), (1, &[0], 1.0), (1, &[], 5.0)],
+            2,
+            &[1],
+        );
+        o.forbidden[1] = true;
+        let c = greedy_tree(&o.p());
+        assert_eq!(c, vec![Some(0), Some(2)]);
+        assert_eq!(dag_cost(&o.p(), &c), 2.0);
+        assert!(is_valid_choice(&o.p(), &c));
+    }
+
+    #[test]
+    fn cycle_through_zero_cost_nodes_is_never_chosen() {
+        // class 0 = {x (cost 4), id(1) (cost 0)}, class 1 = {id(0) (cost 0), y (cost 3)}
+        // root 2 = h(0). Zero-cost cycle 0 -> 1 -> 0 must not be closed.
+        let o = Owned::new(
+            &[
+                (0, &[], 4.0),
+                (0, &[1], 0.0),
+                (1, &[0], 0.0),
+                (1, &[], 3.0),
+                (2, &[0], 1.0),
+            ],
+            3,
+            &[2],
+        );
+        for c in [greedy_tree(&o.p()), greedy_dag(&o.p())] {
+            assert!(is_valid_choice(&o.p(), &c), "{c:?}");
+            assert_eq!(dag_cost(&o.p(), &c), 4.0);
+            assert_eq!(c, vec![Some(1), Some(3), Some(4)]);
+        }
+    }
+
+    #[test]
+    fn unreachable_classes_are_none() {
+        let o = Owned::new(&[(0, &[], 1.0), (1, &[], 1.0), (2, &[0], 1.0)], 3, &[2]);
+        assert_eq!(greedy_tree(&o.p()), vec![Some(0), None, Some(2)]);
+        assert_eq!(greedy_dag(&o.p()), vec![Some(0), None, Some(2)]);
+    }
+
+    #[test]
+    fn unbuildable_root_gives_all_none() {
+        // root class 1 only has a node needing class 0, whose only node is forbidden.
+        let mut o = Owned::new(&[(0, &[], 1.0), (1, &[0], 1.0)], 2, &[1]);
+        o.forbidden[0] = true;
+        assert_eq!(greedy_tree(&o.p()), vec![None, None]);
+        assert_eq!(greedy_dag(&o.p()), vec![None, None]);
+        assert!(dag_cost(&o.p(), &[None, None]).is_infinite());
+    }
+
+    #[test]
+    fn dag_shares_common_subterm() {
+        // x (class 0, cost 3); a(x), b(x) in classes 1, 2 (cost 1); root class 3 =
+        // {r(1, 2) cost 0 | s cost 7}. Tree picks s (7 < 8); the DAG r costs 5.
+        let o = Owned::new(
+            &[
+                (0, &[], 3.0),
+                (1, &[0], 1.0),
+                (2, &[0], 1.0),
+                (3, &[1, 2], 0.0),
+                (3, &[], 7.0),
+            ],
+            4,
+            &[3],
+        );
+        let tree = greedy_tree(&o.p());
+        assert_eq!(tree, vec![None, None, None, Some(4)]);
+        assert_eq!(dag_cost(&o.p(), &tree), 7.0);
+        let dag = greedy_dag(&o.p());
+        assert_eq!(dag, vec![Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(dag_cost(&o.p(), &dag), 5.0);
+    }
+
+    #[test]
+    fn multiple_roots() {
+        let o = Owned::new(&[(0, &[], 1.0), (1, &[0], 2.0), (2, &[0], 3.0)], 3, &[1, 2]);
+        let c = greedy_dag(&o.p());
+        assert_eq!(c, vec![Some(0), Some(1), Some(2)]);
+        assert_eq!(dag_cost(&o.p(), &c), 6.0);
+    }
+
+    #[test]
+    fn validate_reports_bad_input() {
+        let o = Owned::new(&[(0, &[], -1.0)], 1, &[0]);
+        assert!(validate(&o.p()).unwrap_err().contains("node 0"));
+        let o = Owned::new(&[(0, &[], 1.0)], 1, &[4]);
+        assert!(validate(&o.p()).unwrap_err().contains("root class 4"));
+        let o = Owned::new(&[(0, &[], 1.0)], 1, &[0]);
+        assert!(validate(&o.p()).is_ok());
+    }
+
+    #[test]
+    fn random_graphs_give_valid_choices() {
+        // Deterministic pseudo-random e-graphs with cycles and zero costs.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |m: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % m as u64) as usize
+        };
+        for _ in 0..300 {
+            let classes = 1 + next(12);
+            let nodes = classes + next(30);
+            let mut spec = Vec::new();
+            for i in 0..nodes {
+                let class = if i < classes { i } else { next(classes) };
+                let k = next(3);
+                let ch: Vec<usize> = (0..k).map(|_| next(classes)).collect();
+                let cost = (next(4) as f64) * 0.5;
+                spec.push((class, ch, cost));
+            }
+            let nodes_ref: Vec<(usize, &[usize], f64)> = spec
+                .iter()
+                .map(|(a, b, c)| (*a, b.as_slice(), *c))
+                .collect();
+            let mut o = Owned::new(&nodes_ref, classes, &[next(classes)]);
+            for f in o.forbidden.iter_mut() {
+                *f = next(5) == 0;
+            }
+            let tree = greedy_tree(&o.p());
+            let dag = greedy_dag(&o.p());
+            for c in [&tree, &dag] {
+                if c.iter().all(Option::is_none) {
+                    assert!(tree.iter().all(Option::is_none));
+                    assert!(dag.iter().all(Option::is_none));
+                    continue;
+                }
+                assert!(is_valid_choice(&o.p(), c), "{c:?}");
+                // Some exactly on the reachable classes.
+                assert_eq!(&restrict_to_roots(&o.p(), c), c);
+            }
+            assert!(dag_cost(&o.p(), &dag) <= dag_cost(&o.p(), &tree));
+        }
+    }
+}
