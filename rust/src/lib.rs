@@ -11,3 +11,6 @@ pub mod lang;
 
 #[cfg(feature = "python")]
 mod py;
+
+#[cfg(feature = "python")]
+pub mod py_extract;
