@@ -1,0 +1,579 @@
+//! Rule conditions: small integer/boolean predicates over the e-class analysis.
+//!
+//! A condition follows `if` at the end of a rule and reads the [`Data`] of the e-classes
+//! bound to the rule's variables:
+//!
+//! ```text
+//! conditions := condition ("and" condition)*
+//! condition  := ["not"] "const" "(" ?t ")"  |  expr cmp expr
+//! cmp        := "==" | "!=" | "<" | "<=" | ">" | ">="
+//! expr       := term (("+" | "-") term)*
+//! term       := unary ("*" unary)*
+//! unary      := "-" unary | primary
+//! primary    := INTEGER | ?v | "dim" "(" ?t "," ["-"] INTEGER ")" | "rank" "(" ?t ")" | "(" expr ")"
+//! ```
+//!
+//! `?v` in an expression must be bound to an integer parameter, `dim`/`rank`/`const` take a
+//! tensor variable. A condition whose operands are missing or of the wrong kind (a `dim`
+//! index out of range, an overflow) is false, so the rule is simply not applied.
+//!
+//! ```
+//! let rs = _core::rules::parse(
+//!     "m: (conv2d 1 1 0 0 ?x ?w) => (conv2d 1 1 0 0 ?x (merge ?w 2)) if dim(?x, 1) == 2 * dim(?w, 1)",
+//!     "doc.rules",
+//! ).unwrap();
+//! assert_eq!(rs.rules[0].conditions[0].to_string(), "dim(?x, 1) == 2 * dim(?w, 1)");
+//! ```
+
+use super::text::{Ch, Kind, Pos};
+use super::RuleError;
+use crate::analysis::{Data, TensorAnalysis};
+use crate::lang::Mdl;
+use egg::{EGraph, Subst, Var};
+use std::fmt;
+
+/// An integer expression over literals and the analysis of bound variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expr {
+    /// An integer literal.
+    Lit(i64),
+    /// The value of a variable bound to an integer parameter (`?v`).
+    Int(Var),
+    /// `dim(?t, k)`: dimension `k` of tensor `?t` (negative `k` counts from the last axis).
+    Dim(Var, i64),
+    /// `rank(?t)`: number of dimensions of tensor `?t`.
+    Rank(Var),
+    /// `a + b`.
+    Add(Box<Expr>, Box<Expr>),
+    /// `a - b`.
+    Sub(Box<Expr>, Box<Expr>),
+    /// `a * b`.
+    Mul(Box<Expr>, Box<Expr>),
+    /// `-a`.
+    Neg(Box<Expr>),
+}
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmp {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl Cmp {
+    fn text(self) -> &'static str {
+        match self {
+            Cmp::Eq => "==",
+            Cmp::Ne => "!=",
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+        }
+    }
+    fn holds(self, a: i64, b: i64) -> bool {
+        match self {
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+        }
+    }
+}
+
+/// One condition of a rule; a rule applies only when all of its conditions hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    /// `a cmp b` over integer expressions.
+    Compare(Expr, Cmp, Expr),
+    /// `const(?t)` (`expect` true) or `not const(?t)` (`expect` false): whether the tensor
+    /// bound to `?t` is weight-only (pre-computable at inference).
+    Const(Var, bool),
+}
+
+type G = EGraph<Mdl, TensorAnalysis>;
+
+fn tensor<'a>(eg: &'a G, subst: &Subst, v: Var) -> Option<&'a crate::analysis::Tensor> {
+    match &eg[*subst.get(v)?].data {
+        Data::Tensor(t) => Some(t),
+        _ => None,
+    }
+}
+
+impl Expr {
+    /// Evaluate under `subst`; `None` when a variable is unbound or of the wrong kind, a
+    /// `dim` index is out of range, or the arithmetic overflows.
+    pub fn eval(&self, eg: &G, subst: &Subst) -> Option<i64> {
+        Some(match self {
+            Expr::Lit(v) => *v,
+            Expr::Int(v) => match &eg[*subst.get(*v)?].data {
+                Data::Int(i) => *i,
+                _ => return None,
+            },
+            Expr::Dim(v, k) => {
+                let t = tensor(eg, subst, *v)?;
+                let n = t.shape.len() as i64;
+                let k = if *k < 0 { n + *k } else { *k };
+                if !(0..n).contains(&k) {
+                    return None;
+                }
+                i64::try_from(t.shape[k as usize]).ok()?
+            }
+            Expr::Rank(v) => tensor(eg, subst, *v)?.shape.len() as i64,
+            Expr::Add(a, b) => a.eval(eg, subst)?.checked_add(b.eval(eg, subst)?)?,
+            Expr::Sub(a, b) => a.eval(eg, subst)?.checked_sub(b.eval(eg, subst)?)?,
+            Expr::Mul(a, b) => a.eval(eg, subst)?.checked_mul(b.eval(eg, subst)?)?,
+            Expr::Neg(a) => a.eval(eg, subst)?.checked_neg()?,
+        })
+    }
+
+    fn vars(&self, out: &mut Vec<(Var, Kind)>) {
+        match self {
+            Expr::Lit(_) => {}
+            Expr::Int(v) => out.push((*v, Kind::Int)),
+            Expr::Dim(v, _) | Expr::Rank(v) => out.push((*v, Kind::Tensor)),
+            Expr::Add(a, b) | Expr::Sub(a, b) | Expr::Mul(a, b) => {
+                a.vars(out);
+                b.vars(out);
+            }
+            Expr::Neg(a) => a.vars(out),
+        }
+    }
+
+    fn prec(&self) -> u8 {
+        match self {
+            Expr::Add(..) | Expr::Sub(..) => 1,
+            Expr::Mul(..) => 2,
+            _ => 3,
+        }
+    }
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let wrap = |f: &mut fmt::Formatter<'_>, e: &Expr, min: u8| {
+            if e.prec() < min {
+                write!(f, "({e})")
+            } else {
+                write!(f, "{e}")
+            }
+        };
+        match self {
+            Expr::Lit(v) => write!(f, "{v}"),
+            Expr::Int(v) => write!(f, "{v}"),
+            Expr::Dim(v, k) => write!(f, "dim({v}, {k})"),
+            Expr::Rank(v) => write!(f, "rank({v})"),
+            Expr::Add(a, b) | Expr::Sub(a, b) | Expr::Mul(a, b) => {
+                let (op, p) = match self {
+                    Expr::Add(..) => ("+", 1),
+                    Expr::Sub(..) => ("-", 1),
+                    _ => ("*", 2),
+                };
+                wrap(f, a, p)?;
+                write!(f, " {op} ")?;
+                wrap(f, b, p + 1)
+            }
+            Expr::Neg(a) => {
+                write!(f, "-")?;
+                wrap(f, a, 3)
+            }
+        }
+    }
+}
+
+impl Condition {
+    /// Whether the condition holds for `subst` in `egraph`.
+    ///
+    /// ```
+    /// use _core::analysis::TensorAnalysis;
+    /// let rs = _core::rules::parse("r: (relu ?x) => (relu ?x) if rank(?x) == 2", "d").unwrap();
+    /// let mut eg: egg::EGraph<_core::lang::Mdl, TensorAnalysis> = Default::default();
+    /// let x = eg.add_expr(&"(input x@2_3)".parse().unwrap());
+    /// let mut s = egg::Subst::default();
+    /// s.insert("?x".parse().unwrap(), x);
+    /// assert!(rs.rules[0].conditions[0].holds(&eg, &s));
+    /// ```
+    pub fn holds(&self, egraph: &G, subst: &Subst) -> bool {
+        match self {
+            Condition::Compare(a, c, b) => match (a.eval(egraph, subst), b.eval(egraph, subst)) {
+                (Some(x), Some(y)) => c.holds(x, y),
+                _ => false,
+            },
+            Condition::Const(v, expect) => {
+                tensor(egraph, subst, *v).is_some_and(|t| t.constant == *expect)
+            }
+        }
+    }
+
+    /// The variables the condition reads, with the kind each must be bound to.
+    pub(crate) fn vars(&self) -> Vec<(Var, Kind)> {
+        let mut out = vec![];
+        match self {
+            Condition::Compare(a, _, b) => {
+                a.vars(&mut out);
+                b.vars(&mut out);
+            }
+            Condition::Const(v, _) => out.push((*v, Kind::Tensor)),
+        }
+        out
+    }
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Condition::Compare(a, c, b) => write!(f, "{a} {} {b}", c.text()),
+            Condition::Const(v, true) => write!(f, "const({v})"),
+            Condition::Const(v, false) => write!(f, "not const({v})"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Parsing
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Int(i64),
+    Var(String),
+    Word(String),
+    Punct(&'static str),
+}
+
+impl fmt::Display for Tok {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tok::Int(v) => write!(f, "`{v}`"),
+            Tok::Var(v) | Tok::Word(v) => write!(f, "`{v}`"),
+            Tok::Punct(p) => write!(f, "`{p}`"),
+        }
+    }
+}
+
+const PUNCT: [&str; 13] = [
+    "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "(", ")", ",", "!",
+];
+
+fn lex(text: &[Ch], file: &str) -> Result<Vec<(Tok, Pos)>, RuleError> {
+    let mut out = vec![];
+    let mut i = 0;
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    while i < text.len() {
+        let c = text[i].c;
+        let pos = text[i].pos();
+        if c.is_whitespace() {
+            i += 1;
+        } else if c == '?' || word(c) {
+            let start = i;
+            i += 1;
+            while i < text.len() && word(text[i].c) {
+                i += 1;
+            }
+            let s: String = text[start..i].iter().map(|c| c.c).collect();
+            let tok =
+                if c == '?' {
+                    if s.len() == 1 {
+                        return Err(RuleError::at(file, pos, "`?` must be followed by a name"));
+                    }
+                    Tok::Var(s)
+                } else if c.is_ascii_digit() {
+                    Tok::Int(s.parse().map_err(|_| {
+                        RuleError::at(file, pos, format!("`{s}` is not an integer"))
+                    })?)
+                } else {
+                    Tok::Word(s)
+                };
+            out.push((tok, pos));
+        } else {
+            let rest: String = text[i..text.len().min(i + 2)].iter().map(|c| c.c).collect();
+            let Some(p) = PUNCT.iter().find(|p| rest.starts_with(**p)) else {
+                return Err(RuleError::at(
+                    file,
+                    pos,
+                    format!("bad condition: unexpected character `{c}` (comparisons are == != < <= > >=)"),
+                ));
+            };
+            if *p == "!" {
+                return Err(RuleError::at(
+                    file,
+                    pos,
+                    "bad condition: unexpected `!` (use `not const(?t)` or `!=`)",
+                ));
+            }
+            out.push((Tok::Punct(p), pos));
+            i += p.len();
+        }
+    }
+    Ok(out)
+}
+
+struct P<'a> {
+    toks: Vec<(Tok, Pos)>,
+    i: usize,
+    end: Pos,
+    file: &'a str,
+}
+
+impl P<'_> {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.i).map(|t| &t.0)
+    }
+    fn pos(&self) -> Pos {
+        self.toks.get(self.i).map_or(self.end, |t| t.1)
+    }
+    fn err<T>(&self, what: &str) -> Result<T, RuleError> {
+        let found = match self.peek() {
+            Some(t) => t.to_string(),
+            None => "end of condition".into(),
+        };
+        Err(RuleError::at(
+            self.file,
+            self.pos(),
+            format!("bad condition: expected {what}, found {found}"),
+        ))
+    }
+    fn punct(&mut self, p: &str) -> bool {
+        if matches!(self.peek(), Some(Tok::Punct(q)) if *q == p) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn expect(&mut self, p: &str) -> Result<(), RuleError> {
+        if self.punct(p) {
+            Ok(())
+        } else {
+            self.err(&format!("`{p}`"))
+        }
+    }
+    fn word(&mut self, w: &str) -> bool {
+        if matches!(self.peek(), Some(Tok::Word(x)) if x == w) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn var(&mut self) -> Result<Var, RuleError> {
+        match self.peek() {
+            Some(Tok::Var(v)) => {
+                let v = v.parse().expect("lexer yields `?name`");
+                self.i += 1;
+                Ok(v)
+            }
+            _ => self.err("a variable `?name`"),
+        }
+    }
+
+    fn conditions(&mut self) -> Result<Vec<Condition>, RuleError> {
+        let mut out = vec![self.condition()?];
+        while self.word("and") {
+            out.push(self.condition()?);
+        }
+        if self.peek().is_some() {
+            return self.err("`and` or the end of the rule");
+        }
+        Ok(out)
+    }
+
+    fn condition(&mut self) -> Result<Condition, RuleError> {
+        let negated = self.word("not");
+        if negated || matches!(self.peek(), Some(Tok::Word(w)) if w == "const") {
+            if !self.word("const") {
+                return self.err("`const` after `not`");
+            }
+            self.expect("(")?;
+            let v = self.var()?;
+            self.expect(")")?;
+            return Ok(Condition::Const(v, !negated));
+        }
+        let a = self.expr()?;
+        let cmp = match self.peek() {
+            Some(Tok::Punct(p)) => match *p {
+                "==" => Cmp::Eq,
+                "!=" => Cmp::Ne,
+                "<" => Cmp::Lt,
+                "<=" => Cmp::Le,
+                ">" => Cmp::Gt,
+                ">=" => Cmp::Ge,
+                _ => return self.err("a comparison (== != < <= > >=)"),
+            },
+            _ => return self.err("a comparison (== != < <= > >=)"),
+        };
+        self.i += 1;
+        let b = self.expr()?;
+        Ok(Condition::Compare(a, cmp, b))
+    }
+
+    fn expr(&mut self) -> Result<Expr, RuleError> {
+        let mut e = self.term()?;
+        loop {
+            if self.punct("+") {
+                e = Expr::Add(Box::new(e), Box::new(self.term()?));
+            } else if self.punct("-") {
+                e = Expr::Sub(Box::new(e), Box::new(self.term()?));
+            } else {
+                return Ok(e);
+            }
+        }
+    }
+
+    fn term(&mut self) -> Result<Expr, RuleError> {
+        let mut e = self.unary()?;
+        while self.punct("*") {
+            e = Expr::Mul(Box::new(e), Box::new(self.unary()?));
+        }
+        Ok(e)
+    }
+
+    fn unary(&mut self) -> Result<Expr, RuleError> {
+        if self.punct("-") {
+            return Ok(match self.unary()? {
+                Expr::Lit(v) => Expr::Lit(-v),
+                e => Expr::Neg(Box::new(e)),
+            });
+        }
+        match self.peek().cloned() {
+            Some(Tok::Int(v)) => {
+                self.i += 1;
+                Ok(Expr::Lit(v))
+            }
+            Some(Tok::Var(_)) => Ok(Expr::Int(self.var()?)),
+            Some(Tok::Punct("(")) => {
+                self.i += 1;
+                let e = self.expr()?;
+                self.expect(")")?;
+                Ok(e)
+            }
+            Some(Tok::Word(w)) if w == "dim" => {
+                self.i += 1;
+                self.expect("(")?;
+                let v = self.var()?;
+                self.expect(",")?;
+                let neg = self.punct("-");
+                let k = match self.peek() {
+                    Some(Tok::Int(k)) => *k,
+                    _ => return self.err("an integer axis"),
+                };
+                self.i += 1;
+                self.expect(")")?;
+                Ok(Expr::Dim(v, if neg { -k } else { k }))
+            }
+            Some(Tok::Word(w)) if w == "rank" => {
+                self.i += 1;
+                self.expect("(")?;
+                let v = self.var()?;
+                self.expect(")")?;
+                Ok(Expr::Rank(v))
+            }
+            Some(Tok::Word(w)) if w == "const" => {
+                self.err("an integer expression (`const(?t)` is a condition of its own)")
+            }
+            Some(Tok::Word(w)) => Err(RuleError::at(
+                self.file,
+                self.pos(),
+                format!("bad condition: unknown function `{w}` (known: dim, rank, const)"),
+            )),
+            _ => self.err("an integer, `?var`, `dim(?t, k)`, `rank(?t)` or `(`"),
+        }
+    }
+}
+
+/// Parse the text after `if` into conditions; `end` is where the rule text ends (for
+/// "found end of condition" errors).
+pub(crate) fn parse_conditions(
+    text: &[Ch],
+    end: Pos,
+    file: &str,
+) -> Result<Vec<Condition>, RuleError> {
+    let toks = lex(text, file)?;
+    let mut p = P {
+        toks,
+        i: 0,
+        end,
+        file,
+    };
+    if p.peek().is_none() {
+        return p.err("a condition after `if`");
+    }
+    p.conditions()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+
+    fn cond(text: &str) -> Result<String, String> {
+        let src = format!("r: (matmul ?act ?a ?b) => (matmul ?act ?a ?b) if {text}");
+        parse(&src, "c.rules")
+            .map(|rs| {
+                rs.rules[0]
+                    .conditions
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn arithmetic_respects_precedence_and_round_trips() {
+        assert_eq!(
+            cond("dim(?a, 1) + 2 * (?act - 1) >= -dim(?b,-1)").unwrap(),
+            "dim(?a, 1) + 2 * (?act - 1) >= -dim(?b, -1)"
+        );
+    }
+
+    #[test]
+    fn conjunctions_and_const_parse() {
+        assert_eq!(
+            cond("const(?b) and not const(?a) and rank(?a) == 2").unwrap(),
+            "const(?b) and not const(?a) and rank(?a) == 2"
+        );
+    }
+
+    #[test]
+    fn missing_comparison_is_a_syntax_error() {
+        let e = cond("dim(?a, 1)").unwrap_err();
+        assert!(e.starts_with("c.rules:1:"), "{e}");
+        assert!(e.contains("expected a comparison"), "{e}");
+    }
+
+    #[test]
+    fn unknown_function_and_empty_condition_are_errors() {
+        assert!(cond("size(?a) == 1")
+            .unwrap_err()
+            .contains("unknown function `size`"));
+        assert!(cond("").unwrap_err().contains("a condition after `if`"));
+        assert!(cond("?act == 1 or ?act == 2")
+            .unwrap_err()
+            .contains("`and` or the end"));
+    }
+
+    #[test]
+    fn condition_error_points_at_the_token() {
+        let e = cond("dim(?a 1) == 2").unwrap_err();
+        // "r: (matmul ?act ?a ?b) => (matmul ?act ?a ?b) if dim(?a 1)": `1` is at column 57.
+        assert_eq!(e, "c.rules:1:57: bad condition: expected `,`, found `1`");
+    }
+
+    #[test]
+    fn kinds_of_condition_variables_are_checked() {
+        assert!(cond("dim(?act, 0) == 1").unwrap_err().contains("?act"));
+        assert!(cond("?a == 1").unwrap_err().contains("?a"));
+    }
+}

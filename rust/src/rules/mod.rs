@@ -1,0 +1,704 @@
+//! The rule DSL: rewrite rules in text files, parsed into egg patterns plus conditions.
+//!
+//! ```text
+//! # comment
+//! name: source => target                      # one direction
+//! name: source <=> target                     # both: `name` and `name-rev`
+//! name: src1, src2 => tgt1, tgt2              # multi-pattern (shared variables)
+//! name: source => target if dim(?x, 1) == 2 * dim(?w, 1) and const(?w)
+//! ```
+//!
+//! Patterns are s-expressions over [`crate::lang::Mdl`] with `?variables`, integer and
+//! symbol literals; operators, arity and operand kinds are checked against
+//! [`crate::lang::SIGNATURES`]. Conditions are described in [`cond`]. A rule continues on
+//! the next line when that line starts with whitespace or while a parenthesis is open.
+//! Every error reads `file:line:col: message`. The full reference is `docs/rules.md`.
+//!
+//! ```
+//! let rs = _core::rules::parse(
+//!     "ewadd-comm: (ewadd ?a ?b) <=> (ewadd ?b ?a)\n\
+//!      fuse: (relu ?x), (relu ?y)\n  => (split_0 (split 0 (relu (concat 0 2 ?x ?y)))),\n     \
+//!      (split_1 (split 0 (relu (concat 0 2 ?x ?y))))",
+//!     "doc.rules",
+//! ).unwrap();
+//! assert_eq!(rs.names(), ["ewadd-comm", "ewadd-comm-rev", "fuse"]);
+//! assert!(rs.rules[2].is_multi());
+//! let err = _core::rules::parse("bad: (relu ?x ?y) => ?x", "doc.rules").unwrap_err();
+//! assert_eq!(err.to_string(), "doc.rules:1:7: wrong arity: `relu` takes 1 operand (x), got 2");
+//! ```
+
+pub mod cond;
+mod pattern;
+mod text;
+
+pub use cond::{Cmp, Condition, Expr};
+
+use crate::analysis::TensorAnalysis;
+use crate::lang::Mdl;
+use egg::{EGraph, ENodeOrVar, Pattern, Subst};
+use pattern::{parse_pattern, Vars};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use text::{end_pos, find_top, split_commas, trim, Ch, Kind, Pos};
+
+/// A rule-file error, displayed as `file:line:col: message` (1-based line and column).
+///
+/// ```
+/// let e = _core::rules::parse("r: (frob ?x) => ?x", "my.rules").unwrap_err();
+/// assert_eq!(e.to_string(), "my.rules:1:5: unknown operator `frob`");
+/// assert_eq!((e.line, e.col), (1, 5));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleError {
+    /// The file name given to [`parse`] (or the path given to [`load`]).
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column (in characters).
+    pub col: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl RuleError {
+    pub(crate) fn at(file: &str, pos: Pos, message: impl Into<String>) -> RuleError {
+        RuleError {
+            file: file.to_string(),
+            line: pos.line,
+            col: pos.col,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.col, self.message
+        )
+    }
+}
+
+impl std::error::Error for RuleError {}
+
+/// One directed rewrite rule: single-pattern (one source, one target) or multi-pattern
+/// (n sources sharing variables, n targets; target i is unioned with the match of
+/// source i). A `<=>` rule in the file yields two `Rule`s, `name` and `name-rev`.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// The rule's name (`name-rev` for the right-to-left half of a `<=>` rule).
+    pub name: String,
+    /// Source patterns, searched in the e-graph.
+    pub sources: Vec<Pattern<Mdl>>,
+    /// Target patterns, one per source, instantiated with the combined substitution.
+    pub targets: Vec<Pattern<Mdl>>,
+    /// Conditions that must all hold ([`Rule::check`]).
+    pub conditions: Vec<Condition>,
+    /// 1-based line where the rule starts in its file.
+    pub line: usize,
+}
+
+impl Rule {
+    /// True for a multi-pattern rule (more than one source).
+    ///
+    /// ```
+    /// let rs = _core::rules::parse("r: (relu ?x), (tanh ?x) => (relu ?x), (tanh ?x)", "d").unwrap();
+    /// assert!(rs.rules[0].is_multi());
+    /// ```
+    pub fn is_multi(&self) -> bool {
+        self.sources.len() > 1
+    }
+
+    /// True when all conditions hold for this substitution (always true without
+    /// conditions). Integer-parameter variables read [`crate::analysis::Data::Int`],
+    /// tensor variables [`crate::analysis::Data::Tensor`].
+    ///
+    /// ```
+    /// use _core::analysis::TensorAnalysis;
+    /// use egg::Searcher;
+    /// let rs = _core::rules::parse(
+    ///     "g: (conv2d 1 1 0 0 ?x ?w) => (conv2d 1 1 0 0 ?x (merge ?w 2)) if dim(?x, 1) == 2 * dim(?w, 1)",
+    ///     "d",
+    /// ).unwrap();
+    /// let mut eg: egg::EGraph<_core::lang::Mdl, TensorAnalysis> = Default::default();
+    /// eg.add_expr(&"(conv2d 1 1 0 0 (input x@1_8_4_4) (weight w@8_4_3_3))".parse().unwrap());
+    /// eg.rebuild();
+    /// let m = rs.rules[0].sources[0].search(&eg);
+    /// assert!(rs.rules[0].check(&eg, &m[0].substs[0]));
+    /// ```
+    pub fn check(&self, egraph: &EGraph<Mdl, TensorAnalysis>, subst: &Subst) -> bool {
+        self.conditions.iter().all(|c| c.holds(egraph, subst))
+    }
+}
+
+impl fmt::Display for Rule {
+    /// The rule in DSL syntax (one direction, one line).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let join = |ps: &[Pattern<Mdl>]| {
+            ps.iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        write!(
+            f,
+            "{}: {} => {}",
+            self.name,
+            join(&self.sources),
+            join(&self.targets)
+        )?;
+        for (i, c) in self.conditions.iter().enumerate() {
+            write!(f, " {} {c}", if i == 0 { "if" } else { "and" })?;
+        }
+        Ok(())
+    }
+}
+
+/// The rules of one file, in file order (`name` before `name-rev`).
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    /// All rules, single- and multi-pattern.
+    pub rules: Vec<Rule>,
+}
+
+impl RuleSet {
+    /// Number of rules (after `<=>` expansion).
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+    /// True when there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+    /// Rule names in order.
+    pub fn names(&self) -> Vec<String> {
+        self.rules.iter().map(|r| r.name.clone()).collect()
+    }
+    /// Number of multi-pattern rules.
+    pub fn num_multi(&self) -> usize {
+        self.rules.iter().filter(|r| r.is_multi()).count()
+    }
+    /// The rule called `name`.
+    ///
+    /// ```
+    /// let rs = _core::rules::parse("a: (relu ?x) <=> (relu ?x)", "d").unwrap();
+    /// assert_eq!(rs.get("a-rev").unwrap().line, 1);
+    /// ```
+    pub fn get(&self, name: &str) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.name == name)
+    }
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || "_-.".contains(c)
+}
+
+fn check_bound(file: &str, used: &Vars, bound: &Vars, what: &str) -> Result<(), RuleError> {
+    for (v, (k, p)) in used {
+        match bound.get(v) {
+            None => return Err(RuleError::at(file, *p, format!("variable `{v}` {what}"))),
+            Some((bk, bp)) if *k != Kind::Any && *bk != Kind::Any && k != bk => {
+                return Err(RuleError::at(
+                    file,
+                    *p,
+                    format!(
+                        "variable `{v}` is used as {k} here but bound to {bk} at line {}, column {}",
+                        bp.line, bp.col
+                    ),
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn is_bare_var(p: &Pattern<Mdl>) -> bool {
+    matches!(p.ast.as_ref().last(), Some(ENodeOrVar::Var(_)))
+}
+
+/// Parse one statement into one rule, or two for `<=>`.
+fn statement(stmt: &[Ch], file: &str) -> Result<Vec<Rule>, RuleError> {
+    let t = trim(stmt);
+    let start = t[0].pos();
+    let name_len = t.iter().take_while(|c| is_name_char(c.c)).count();
+    if name_len == 0 {
+        return Err(RuleError::at(
+            file,
+            start,
+            "expected a rule name followed by `:`",
+        ));
+    }
+    let name: String = t[..name_len].iter().map(|c| c.c).collect();
+    let after = &t[name_len..];
+    let skip = after.iter().take_while(|c| c.c.is_whitespace()).count();
+    if after.get(skip).map(|c| c.c) != Some(':') {
+        let at = after.get(skip).map_or(end_pos(t, start), |c| c.pos());
+        return Err(RuleError::at(
+            file,
+            at,
+            format!("expected `:` after the rule name `{name}`"),
+        ));
+    }
+    let body = &after[skip + 1..];
+    let body_end = end_pos(t, start);
+    let Some(arrow) = find_top(body, "=>", |_| true) else {
+        return Err(RuleError::at(
+            file,
+            trim(body).first().map_or(body_end, |c| c.pos()),
+            "expected `=>` or `<=>` between source and target",
+        ));
+    };
+    let both = arrow > 0 && body[arrow - 1].c == '<';
+    let arrow_start = if both { arrow - 1 } else { arrow };
+    let arrow_pos = body[arrow_start].pos();
+    let lhs = &body[..arrow_start];
+    let rest = &body[arrow + 2..];
+    let if_at = find_top(rest, "if", |i| {
+        let before = i == 0 || rest[i - 1].c.is_whitespace() || rest[i - 1].c == ')';
+        let after = rest
+            .get(i + 2)
+            .is_none_or(|c| c.c.is_whitespace() || c.c == '(');
+        before && after
+    });
+    let (rhs, cond_text) = match if_at {
+        Some(i) => (&rest[..i], Some((&rest[i + 2..], rest[i].pos()))),
+        None => (rest, None),
+    };
+
+    let mut svars = Vars::default();
+    let mut sources = vec![];
+    for part in split_commas(lhs) {
+        sources.push(parse_pattern(trim(part), arrow_pos, file, &mut svars)?);
+    }
+    let mut tvars = Vars::default();
+    let mut targets = vec![];
+    let tgt_empty = cond_text.map_or(body_end, |(_, p)| p);
+    for part in split_commas(rhs) {
+        targets.push(parse_pattern(trim(part), tgt_empty, file, &mut tvars)?);
+    }
+    if sources.len() != targets.len() {
+        return Err(RuleError::at(
+            file,
+            arrow_pos,
+            format!(
+                "multi-pattern rule has {} source{} but {} target{}: each source needs exactly one target",
+                sources.len(),
+                if sources.len() == 1 { "" } else { "s" },
+                targets.len(),
+                if targets.len() == 1 { "" } else { "s" },
+            ),
+        ));
+    }
+    check_bound(
+        file,
+        &tvars,
+        &svars,
+        "in the target is not bound by the sources",
+    )?;
+    if both {
+        check_bound(
+            file,
+            &svars,
+            &tvars,
+            "of the source is not bound by the target (required by `<=>`)",
+        )?;
+    }
+    for (ps, side) in [(&sources, "source"), (&targets, "target")] {
+        if (side == "source" || both) && ps.iter().any(is_bare_var) {
+            return Err(RuleError::at(
+                file,
+                arrow_pos,
+                format!(
+                    "a {side} pattern is a bare variable, which would match every e-class{}",
+                    if side == "target" {
+                        " (needed as a source by `<=>`)"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+    }
+
+    let mut conditions = vec![];
+    if let Some((text, if_pos)) = cond_text {
+        conditions = cond::parse_conditions(text, body_end, file)?;
+        for c in &conditions {
+            for (v, kind) in c.vars() {
+                let mut sides = vec![(&svars, "the sources")];
+                if both {
+                    sides.push((&tvars, "the target (needed for `<=>`)"));
+                }
+                for (vars, which) in sides {
+                    match vars.get(&v) {
+                        None => {
+                            return Err(RuleError::at(
+                                file,
+                                if_pos,
+                                format!(
+                                    "variable `{v}` in the condition is not bound by {which}"
+                                ),
+                            ))
+                        }
+                        Some((k, _)) if *k != Kind::Any && *k != kind => {
+                            return Err(RuleError::at(
+                                file,
+                                if_pos,
+                                format!(
+                                    "variable `{v}` in the condition must be {kind}, but it is bound to {k}"
+                                ),
+                            ))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+
+    let line = start.line;
+    let mut out = vec![];
+    if both {
+        out.push(Rule {
+            name: name.clone(),
+            sources: sources.clone(),
+            targets: targets.clone(),
+            conditions: conditions.clone(),
+            line,
+        });
+        out.push(Rule {
+            name: format!("{name}-rev"),
+            sources: targets,
+            targets: sources,
+            conditions,
+            line,
+        });
+    } else {
+        out.push(Rule {
+            name,
+            sources,
+            targets,
+            conditions,
+            line,
+        });
+    }
+    Ok(out)
+}
+
+/// Parse rule-file text; `file` names it in error messages.
+///
+/// ```
+/// let rs = _core::rules::parse("# matmul\nassoc: (matmul 0 ?a (matmul 0 ?b ?c))\n  <=> (matmul 0 (matmul 0 ?a ?b) ?c)\n", "x.rules").unwrap();
+/// assert_eq!(rs.len(), 2);
+/// assert_eq!(rs.rules[1].to_string(), "assoc-rev: (matmul 0 (matmul 0 ?a ?b) ?c) => (matmul 0 ?a (matmul 0 ?b ?c))");
+/// ```
+pub fn parse(text: &str, file: &str) -> Result<RuleSet, RuleError> {
+    let mut rules: Vec<Rule> = vec![];
+    let mut seen: HashMap<String, Pos> = HashMap::new();
+    for stmt in text::statements(text, file)? {
+        let start = trim(&stmt)[0].pos();
+        for rule in statement(&stmt, file)? {
+            if let Some(p) = seen.get(&rule.name) {
+                return Err(RuleError::at(
+                    file,
+                    start,
+                    format!(
+                        "duplicate rule name `{}` (first defined at line {})",
+                        rule.name, p.line
+                    ),
+                ));
+            }
+            seen.insert(rule.name.clone(), start);
+            rules.push(rule);
+        }
+    }
+    Ok(RuleSet { rules })
+}
+
+/// Read and parse a rule file; errors name the path as given.
+///
+/// ```
+/// let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../python/tensat_py/rules/taso.rules");
+/// let rs = _core::rules::load(&path).unwrap();
+/// assert!(rs.num_multi() > 0);
+/// ```
+pub fn load(path: &Path) -> Result<RuleSet, RuleError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| RuleError {
+        file: file.clone(),
+        line: 1,
+        col: 1,
+        message: format!("cannot read rule file: {e}"),
+    })?;
+    parse(&text, &file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use egg::{RecExpr, Searcher};
+
+    fn err(text: &str) -> String {
+        parse(text, "t.rules").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn single_rule_parses_into_one_source_and_target() {
+        let rs = parse(
+            "r: (relu (conv2d 1 1 0 0 ?x ?w)) => (conv2d 1 1 0 2 ?x ?w)",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(rs.len(), 1);
+        let r = &rs.rules[0];
+        assert_eq!(r.name, "r");
+        assert!(!r.is_multi());
+        assert_eq!(r.sources[0].to_string(), "(relu (conv2d 1 1 0 0 ?x ?w))");
+        assert_eq!(r.targets[0].to_string(), "(conv2d 1 1 0 2 ?x ?w)");
+    }
+
+    #[test]
+    fn bidirectional_rule_expands_into_rev() {
+        let rs = parse("c: (ewadd ?a ?b) <=> (ewadd ?b ?a)", "t").unwrap();
+        assert_eq!(rs.names(), ["c", "c-rev"]);
+        assert_eq!(rs.rules[1].sources[0].to_string(), "(ewadd ?b ?a)");
+    }
+
+    #[test]
+    fn reference_style_without_spaces_parses() {
+        let rs = parse(
+            "r:(relu ?input_1)=>(split_0 (split 1 (relu (concat 1 2 ?input_1 ?input_2))))",
+            "t",
+        );
+        // ?input_2 is unbound: the error must point at it.
+        assert_eq!(
+            rs.unwrap_err().to_string(),
+            "t:1:65: variable `?input_2` in the target is not bound by the sources"
+        );
+    }
+
+    #[test]
+    fn continuation_lines_and_comments() {
+        let text = "# head
+m: (relu ?x), # first
+   (relu ?y)
+  => (split_0 (split 0 (relu (concat 0 2 ?x ?y)))),
+     (split_1 (split 0 (relu
+(concat 0 2 ?x ?y))))
+
+n: (tanh ?x) => (tanh ?x)
+";
+        let rs = parse(text, "t").unwrap();
+        assert_eq!(rs.names(), ["m", "n"]);
+        assert!(rs.rules[0].is_multi());
+        assert_eq!(rs.rules[0].line, 2);
+        assert_eq!(rs.rules[1].line, 8);
+        assert_eq!(rs.num_multi(), 1);
+    }
+
+    #[test]
+    fn symbol_and_integer_literals_become_leaves() {
+        let rs = parse("t: (transpose (transpose ?x 1_0) 1_0) => ?x", "t").unwrap();
+        let expr: RecExpr<Mdl> = "(transpose (transpose (input a@2_3) 1_0) 1_0)"
+            .parse()
+            .unwrap();
+        let mut eg: EGraph<Mdl, TensorAnalysis> = Default::default();
+        eg.add_expr(&expr);
+        eg.rebuild();
+        assert_eq!(rs.rules[0].sources[0].search(&eg).len(), 1);
+    }
+
+    #[test]
+    fn unknown_operator_is_reported_at_its_name() {
+        assert_eq!(
+            err("r: (relu (frob ?x)) => ?x"),
+            "t.rules:1:11: unknown operator `frob`"
+        );
+    }
+
+    #[test]
+    fn wrong_arity_names_the_operands() {
+        assert_eq!(
+            err("r: (matmul ?a ?b) => ?a"),
+            "t.rules:1:5: wrong arity: `matmul` takes 3 operands (act, a, b), got 2"
+        );
+    }
+
+    #[test]
+    fn operand_kinds_are_checked() {
+        assert!(err("r: (relu 3) => (relu 3)")
+            .contains("operand `x` of `relu` must be a tensor, found integer `3`"));
+        assert!(err("r: (relu x) => (relu x)").contains("found symbol `x`"));
+        assert!(err("r: (matmul (relu ?a) ?a ?b) => ?a").contains("must be an integer parameter"));
+        assert!(err("r: (split_0 (relu ?x)) => ?x").contains("a split pair"));
+        assert!(err("r: (relu (split 0 ?x)) => ?x").contains("must be a tensor"));
+        assert!(err("r: (matmul ?a ?a ?b) => ?b").contains("variable `?a` is used as a tensor"));
+        assert!(err("r: (ewadd ?a ?b) => (matmul ?a ?b ?b)").contains("bound to a tensor"));
+        assert!(err("r: relu => relu").contains("must be applied in parentheses"));
+    }
+
+    #[test]
+    fn unbound_target_variable_is_an_error() {
+        assert_eq!(
+            err("r: (relu ?x) => (ewadd ?x ?y)"),
+            "t.rules:1:27: variable `?y` in the target is not bound by the sources"
+        );
+    }
+
+    #[test]
+    fn bidirectional_rule_needs_source_variables_bound_by_target() {
+        let e = err("r: (ewadd ?x ?y) <=> (relu ?x)");
+        assert_eq!(e, "t.rules:1:14: variable `?y` of the source is not bound by the target (required by `<=>`)");
+        assert!(err("r: (relu ?x) <=> ?x").contains("bare variable"));
+    }
+
+    #[test]
+    fn bare_variable_source_is_rejected() {
+        assert!(err("r: ?x => (relu ?x)").contains("source pattern is a bare variable"));
+    }
+
+    #[test]
+    fn unbound_condition_variable_is_an_error() {
+        assert_eq!(
+            err("r: (relu ?x) => (relu ?x) if rank(?z) == 2"),
+            "t.rules:1:27: variable `?z` in the condition is not bound by the sources"
+        );
+    }
+
+    #[test]
+    fn unbalanced_parentheses_are_reported() {
+        assert_eq!(
+            err("r: (relu (tanh ?x) => ?x\n"),
+            "t.rules:1:4: unclosed `(`"
+        );
+        assert_eq!(err("r: (relu ?x)) => ?x"), "t.rules:1:13: unmatched `)`");
+        assert_eq!(
+            err("r: (relu (tanh ?x) => ?x\ns: (relu ?x) => (relu ?x)"),
+            "t.rules:1:4: unclosed `(`"
+        );
+    }
+
+    #[test]
+    fn unequal_multi_pattern_sides_are_an_error() {
+        assert_eq!(
+            err("r: (relu ?x), (relu ?y) => (relu ?x)"),
+            "t.rules:1:25: multi-pattern rule has 2 sources but 1 target: each source needs exactly one target"
+        );
+    }
+
+    #[test]
+    fn duplicate_rule_names_are_an_error() {
+        assert_eq!(
+            err("r: (relu ?x) => (relu ?x)\n\nr: (tanh ?x) => (tanh ?x)"),
+            "t.rules:3:1: duplicate rule name `r` (first defined at line 1)"
+        );
+        // The reverse of a `<=>` rule takes the name `name-rev`.
+        assert!(
+            err("r: (relu ?x) <=> (relu ?x)\nr-rev: (tanh ?x) => (tanh ?x)")
+                .contains("duplicate rule name `r-rev`")
+        );
+    }
+
+    #[test]
+    fn missing_pieces_are_syntax_errors() {
+        assert_eq!(
+            err("(relu ?x) => ?x"),
+            "t.rules:1:1: expected a rule name followed by `:`"
+        );
+        assert_eq!(
+            err("r (relu ?x) => ?x"),
+            "t.rules:1:3: expected `:` after the rule name `r`"
+        );
+        assert_eq!(
+            err("r: (relu ?x)"),
+            "t.rules:1:4: expected `=>` or `<=>` between source and target"
+        );
+        assert_eq!(err("r: => (relu ?x)"), "t.rules:1:4: expected a pattern");
+        assert_eq!(
+            err("r: (relu ?x) (relu ?x) => ?x"),
+            "t.rules:1:14: unexpected `(` after the pattern (separate patterns with `,`)"
+        );
+        assert!(err("r: () => ?x").contains("empty pattern"));
+        assert!(err("r: (relu ?) => ?x").contains("bad variable name"));
+    }
+
+    #[test]
+    fn bad_condition_syntax_is_reported() {
+        let e = err("r: (relu ?x) => (relu ?x) if rank(?x) = 2");
+        assert!(e.starts_with("t.rules:1:"), "{e}");
+        assert!(e.contains("bad condition"), "{e}");
+    }
+
+    fn graph(expr: &str) -> (EGraph<Mdl, TensorAnalysis>, egg::Id) {
+        let mut eg: EGraph<Mdl, TensorAnalysis> = Default::default();
+        let id = eg.add_expr(&expr.parse().unwrap());
+        eg.rebuild();
+        (eg, id)
+    }
+
+    #[test]
+    fn check_evaluates_dim_condition_against_analysis() {
+        let rs = parse(
+            "g: (conv2d 1 1 0 0 ?x ?w) => (conv2d 1 1 0 0 ?x (merge ?w 2)) if dim(?x, 1) == 2 * dim(?w, 1)",
+            "t",
+        )
+        .unwrap();
+        let r = &rs.rules[0];
+        let (eg, _) = graph("(conv2d 1 1 0 0 (input x@1_8_4_4) (weight w@8_4_3_3))");
+        let m = r.sources[0].search(&eg);
+        assert!(r.check(&eg, &m[0].substs[0]));
+        let (eg, _) = graph("(conv2d 1 1 0 0 (input x@1_8_4_4) (weight w@8_8_3_3))");
+        let m = r.sources[0].search(&eg);
+        assert!(!r.check(&eg, &m[0].substs[0]));
+    }
+
+    #[test]
+    fn check_reads_integer_parameters_and_const() {
+        let rs = parse(
+            "r: (matmul ?act ?a ?b) => (matmul ?act ?a ?b) if ?act + 1 == 3 and const(?b) and not const(?a)",
+            "t",
+        )
+        .unwrap();
+        let r = &rs.rules[0];
+        let (eg, _) = graph("(matmul 2 (input a@2_3) (weight b@3_4))");
+        assert!(r.check(&eg, &r.sources[0].search(&eg)[0].substs[0]));
+        let (eg, _) = graph("(matmul 0 (input a@2_3) (weight b@3_4))");
+        assert!(!r.check(&eg, &r.sources[0].search(&eg)[0].substs[0]));
+        let (eg, _) = graph("(matmul 2 (input a@2_3) (input b@3_4))");
+        assert!(!r.check(&eg, &r.sources[0].search(&eg)[0].substs[0]));
+    }
+
+    #[test]
+    fn out_of_range_dim_makes_the_condition_false() {
+        let rs = parse("r: (relu ?x) => (relu ?x) if dim(?x, 5) == 1 or", "t");
+        assert!(rs.is_err());
+        let rs = parse("r: (relu ?x) => (relu ?x) if dim(?x, 5) >= 0", "t").unwrap();
+        let (eg, _) = graph("(relu (input a@2_3))");
+        let r = &rs.rules[0];
+        assert!(!r.check(&eg, &r.sources[0].search(&eg)[0].substs[0]));
+        let rs = parse("r: (relu ?x) => (relu ?x) if dim(?x, -1) == 3", "t").unwrap();
+        let r = &rs.rules[0];
+        assert!(r.check(&eg, &r.sources[0].search(&eg)[0].substs[0]));
+    }
+
+    #[test]
+    fn rules_are_send_and_sync() {
+        fn ok<T: Send + Sync>() {}
+        ok::<RuleSet>();
+        ok::<RuleError>();
+    }
+
+    #[test]
+    fn display_round_trips_through_the_parser() {
+        let text =
+            "r: (relu ?x), (tanh ?y) => (relu ?x), (tanh ?y) if rank(?x) == rank(?y) and const(?y)";
+        let rs = parse(text, "t").unwrap();
+        assert_eq!(rs.rules[0].to_string(), text);
+        let again = parse(&rs.rules[0].to_string(), "t").unwrap();
+        assert_eq!(again.rules[0].to_string(), text);
+    }
+}
