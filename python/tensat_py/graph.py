@@ -1,0 +1,492 @@
+"""The front-end-neutral program form: :class:`Graph`, :class:`Node`, :class:`TensorType`.
+
+A :class:`Graph` is a DAG of typed nodes in topological order. Every operator is one of
+the unified language's operators (``docs/language.md``); parameters are named as in
+``tensat_py._core.signatures()``. Types are never computed in Python: each node is
+type-checked by the Rust e-class analysis through ``_core.TypeChecker`` as it is added,
+so the shapes seen here are exactly those the e-graph will compute.
+
+Conversions:
+
+* :meth:`Graph.to_flat` gives the flat node list that ``_core.EGraph`` takes.
+* :meth:`Graph.from_choices` rebuilds a graph from an exported e-graph and a chosen
+  e-node per e-class (the result of extraction).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from tensat_py import _core
+
+__all__ = [
+    "GraphError",
+    "Graph",
+    "Node",
+    "TensorType",
+    "signatures",
+    "LEAF_OPS",
+    "ZERO_INPUT_OPS",
+]
+
+#: Operators whose only operand is a ``name@d0_d1`` symbol.
+ZERO_INPUT_OPS = frozenset({"input", "weight"})
+#: Alias kept for readers: nodes that are leaves of the tensor DAG.
+LEAF_OPS = ZERO_INPUT_OPS
+
+
+class GraphError(ValueError):
+    """A node could not be added (unknown operator, bad parameters, or a type error).
+
+    The message names the node and carries the Rust analysis' message, e.g.
+    ``node 'conv_3': conv2d: weight [8, 3, 3, 3] does not fit input [1, 4, 8, 8] ...``.
+    """
+
+
+@cache
+def signatures() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Operator signatures from the Rust core: ``{op: ((operand, kind), ...)}``.
+
+    ``kind`` is ``"int"``, ``"sym"``, ``"tensor"`` or ``"pair"``; the order is the order
+    of the e-node's children.
+    """
+    return {op: tuple((str(n), str(k)) for n, k in args) for op, args in _core.signatures().items()}
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """The type of a tensor value.
+
+    Attributes:
+        shape: dimensions, outermost first (NCHW for images, OIHW for kernels).
+        dtype: NumPy dtype name; the language only produces ``"float32"`` today.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        """Number of elements."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return {"float32": 4, "float64": 8, "float16": 2}.get(self.dtype, 4)
+
+    @property
+    def nbytes(self) -> int:
+        """Size in bytes."""
+        return self.numel * self.itemsize
+
+
+#: The type of a ``split`` node: the two parts.
+PairType = tuple[TensorType, TensorType]
+
+
+@dataclass(frozen=True)
+class Node:
+    """One operator application.
+
+    Attributes:
+        op: operator name in the language (``"conv2d"``, ``"matmul"``, ...).
+        params: integer / symbol parameters by operand name (see :func:`signatures`);
+            ``input`` and ``weight`` carry ``{"name@shape": "x@2_3"}``.
+        inputs: ids of earlier nodes, the tensor (or pair) operands in signature order.
+        type: output type: a :class:`TensorType`, or a pair of them for ``split``.
+        name: a readable name, unique in the graph for ``input``/``weight`` nodes.
+        constant: True when every leaf below is a ``weight`` (pre-computed at inference).
+    """
+
+    op: str
+    params: dict[str, int | str]
+    inputs: tuple[int, ...]
+    type: TensorType | PairType
+    name: str
+    constant: bool = False
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Output shape; raises ``TypeError`` for a split (which yields a pair)."""
+        if isinstance(self.type, TensorType):
+            return self.type.shape
+        raise TypeError(f"node '{self.name}' ({self.op}) yields a pair, not a tensor")
+
+    def symbol(self) -> str:
+        """``name@d0_d1`` for input/weight nodes."""
+        return str(self.params["name@shape"])
+
+
+def dims_text(shape: Iterable[int]) -> str:
+    """``(2, 3)`` -> ``"2_3"`` (the language's dimension-list symbol)."""
+    return "_".join(str(int(d)) for d in shape)
+
+
+def parse_dims(text: str) -> tuple[int, ...]:
+    """``"2_3"`` -> ``(2, 3)``; ``""`` -> ``()``. Raises ``ValueError`` when malformed."""
+    if text == "":
+        return ()
+    try:
+        return tuple(int(d) for d in text.split("_"))
+    except ValueError:
+        raise ValueError(f"`{text}` is not a dimension list d0_d1_...") from None
+
+
+def split_symbol(sym: str) -> tuple[str, tuple[int, ...]]:
+    """``"x@2_3"`` -> ``("x", (2, 3))``."""
+    name, sep, dims = sym.rpartition("@")
+    if not sep:
+        raise ValueError(f"`{sym}` is not name@d0_d1_...")
+    return name, parse_dims(dims)
+
+
+_BAD_NAME_CHARS = set(" \t\n()@;\"'")
+
+
+class Graph:
+    """A typed tensor program: nodes in topological order plus its outputs.
+
+    Build one with :class:`tensat_py.builder.GraphBuilder`, a front end, or directly with
+    :meth:`add_input`, :meth:`add_weight` and :meth:`add_node`. Node ids are indices into
+    :attr:`nodes`.
+    """
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.outputs: list[int] = []
+        self._tc = _core.TypeChecker()
+        self._leaf_names: dict[str, int] = {}
+        self._names: set[str] = set()
+
+    # ------------------------------------------------------------------ building
+    def add_node(
+        self,
+        op: str,
+        params: Mapping[str, int | str] | None = None,
+        inputs: Sequence[int] = (),
+        name: str | None = None,
+    ) -> int:
+        """Append a node and return its id.
+
+        Args:
+            op: an operator of the language (``noop`` is not allowed: use :attr:`outputs`).
+            params: integer/symbol parameters by operand name, as in :func:`signatures`.
+            inputs: ids of earlier nodes for the tensor operands, in signature order.
+            name: readable name; defaults to ``"{op}_{id}"``.
+
+        Raises:
+            GraphError: unknown operator, missing/extra parameters, a bad operand id, or a
+                type error reported by the Rust analysis (message names node, op, shapes).
+        """
+        nid = len(self.nodes)
+        name = name if name is not None else f"{op}_{nid}"
+        sigs = signatures()
+        if op not in sigs:
+            raise GraphError(f"node '{name}': unknown operator `{op}`")
+        if op == "noop":
+            raise GraphError(f"node '{name}': noop is implicit; list outputs in Graph.outputs")
+        params = dict(params or {})
+        wanted = {n for n, k in sigs[op] if k in ("int", "sym")}
+        extra = set(params) - wanted
+        if extra:
+            raise GraphError(
+                f"node '{name}': {op} has no parameter(s) {sorted(extra)}; takes {sorted(wanted)}"
+            )
+        for n, k in sigs[op]:
+            if k == "int" and n in params:
+                v = params[n]
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise GraphError(f"node '{name}': {op}: parameter `{n}` must be an int")
+            if k == "sym" and n in params and not isinstance(params[n], str):
+                raise GraphError(f"node '{name}': {op}: parameter `{n}` must be a str")
+        inputs = tuple(int(i) for i in inputs)
+        for i in inputs:
+            if not 0 <= i < nid:
+                raise GraphError(f"node '{name}': {op}: operand id {i} is not an earlier node")
+        if op in ZERO_INPUT_OPS:
+            sym = str(params.get("name@shape", ""))
+            if sym in self._leaf_names:
+                raise GraphError(f"node '{name}': duplicate {op} `{sym}`")
+        try:
+            tid = self._tc.add(op, params, list(inputs))
+        except ValueError as e:
+            raise GraphError(f"node '{name}': {e}") from None
+        assert tid == nid, (tid, nid)
+        kind = self._tc.kind(tid)
+        ty: TensorType | PairType
+        if kind == "pair":
+            a, b = self._tc.pair_shapes(tid)
+            ty = (TensorType(tuple(a)), TensorType(tuple(b)))
+        else:
+            ty = TensorType(tuple(self._tc.shape(tid)))
+        node = Node(op, params, inputs, ty, name, bool(self._tc.constant(tid)))
+        self.nodes.append(node)
+        if op in ZERO_INPUT_OPS:
+            self._leaf_names[str(params["name@shape"])] = nid
+            self._names.add(name)
+        return nid
+
+    def _add_leaf(self, op: str, name: str, shape: Sequence[int]) -> int:
+        if not name or any(c in _BAD_NAME_CHARS for c in name):
+            raise GraphError(f"{op} name `{name}` must be non-empty without spaces, parens or @")
+        if name in self._names:
+            raise GraphError(f"node '{name}': duplicate input/weight name")
+        shape = tuple(int(d) for d in shape)
+        if any(d < 1 for d in shape):
+            raise GraphError(f"node '{name}': {op} dimensions must be positive, got {shape}")
+        return self.add_node(op, {"name@shape": f"{name}@{dims_text(shape)}"}, (), name)
+
+    def add_input(self, name: str, shape: Sequence[int]) -> int:
+        """Add a runtime input ``name`` of ``shape``; returns its id."""
+        return self._add_leaf("input", name, shape)
+
+    def add_weight(self, name: str, shape: Sequence[int]) -> int:
+        """Add a trained parameter ``name`` of ``shape``; returns its id."""
+        return self._add_leaf("weight", name, shape)
+
+    # ------------------------------------------------------------------ queries
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def __getitem__(self, nid: int) -> Node:
+        return self.nodes[nid]
+
+    def inputs(self) -> list[int]:
+        """Ids of ``input`` nodes, in order."""
+        return [i for i, n in enumerate(self.nodes) if n.op == "input"]
+
+    def weights(self) -> list[int]:
+        """Ids of ``weight`` nodes, in order."""
+        return [i for i, n in enumerate(self.nodes) if n.op == "weight"]
+
+    def leaf_types(self) -> dict[str, TensorType]:
+        """``{name: type}`` of every input and weight (the feeds a runner needs)."""
+        return {n.name: n.type for n in self.nodes if n.op in ZERO_INPUT_OPS}  # type: ignore[misc]
+
+    def op_counts(self) -> dict[str, int]:
+        """``{op: count}`` over all nodes (inputs and weights included)."""
+        return dict(Counter(n.op for n in self.nodes))
+
+    def type_of(self, nid: int) -> TensorType:
+        """The tensor type of node ``nid`` (``TypeError`` for a split pair)."""
+        t = self.nodes[nid].type
+        if not isinstance(t, TensorType):
+            raise TypeError(f"node {nid} is a split pair")
+        return t
+
+    def output_types(self) -> list[TensorType]:
+        """Types of the outputs, in order."""
+        return [self.type_of(o) for o in self.outputs]
+
+    def live(self) -> list[bool]:
+        """Per node, whether some output depends on it."""
+        keep = [False] * len(self.nodes)
+        stack = list(self.outputs)
+        while stack:
+            i = stack.pop()
+            if keep[i]:
+                continue
+            keep[i] = True
+            stack.extend(self.nodes[i].inputs)
+        return keep
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k}={v}" for k, v in sorted(self.op_counts().items()))
+        return f"Graph({len(self.nodes)} nodes, {len(self.outputs)} outputs: {counts})"
+
+    # ------------------------------------------------------------------ conversions
+    def _operands(self, node: Node) -> list[tuple[str, Any]]:
+        """Signature-ordered operands: ('leaf', text) or ('node', id)."""
+        out: list[tuple[str, Any]] = []
+        it = iter(node.inputs)
+        for n, k in signatures()[node.op]:
+            if k in ("int", "sym"):
+                out.append(("leaf", str(node.params[n])))
+            else:
+                out.append(("node", next(it)))
+        return out
+
+    def to_flat(self) -> list[tuple[str, list[int]]]:
+        """The flat program ``_core.EGraph`` takes: ``[(op, [child index, ...]), ...]``.
+
+        Parameters become leaf nodes (integer literal or symbol text) shared where equal
+        and placed before first use; several outputs are joined by a left-nested chain of
+        ``noop`` so the last node is the root. Only nodes some output depends on appear.
+
+        Raises:
+            GraphError: the graph has no outputs.
+        """
+        if not self.outputs:
+            raise GraphError("graph has no outputs")
+        keep = self.live()
+        flat: list[tuple[str, list[int]]] = []
+        leaves: dict[str, int] = {}
+        index: dict[int, int] = {}
+
+        def leaf(text: str) -> int:
+            if text not in leaves:
+                leaves[text] = len(flat)
+                flat.append((text, []))
+            return leaves[text]
+
+        for nid, node in enumerate(self.nodes):
+            if not keep[nid]:
+                continue
+            children = [leaf(v) if kind == "leaf" else index[v] for kind, v in self._operands(node)]
+            index[nid] = len(flat)
+            flat.append((node.op, children))
+        root = index[self.outputs[0]]
+        for o in self.outputs[1:]:
+            flat.append(("noop", [root, index[o]]))
+            root = len(flat) - 1
+        if root != len(flat) - 1:  # single output that is not last: cannot happen (topo order)
+            raise GraphError("internal: root is not the last node")
+        return flat
+
+    def to_sexpr(self) -> str:
+        """The program as one s-expression (outputs joined by ``noop``); for debugging."""
+        flat = self.to_flat()
+        memo: list[str] = []
+        for op, ch in flat:
+            memo.append(op if not ch else f"({op} {' '.join(memo[c] for c in ch)})")
+        return memo[-1]
+
+    @classmethod
+    def from_choices(
+        cls, export: Mapping[str, Any], choices: Mapping[int, int] | Sequence[int]
+    ) -> Graph:
+        """Rebuild a graph from an exported e-graph and a chosen e-node per e-class.
+
+        Args:
+            export: ``EGraph.export()``: ``root``, ``node_op``, ``node_eclass``,
+                ``node_children`` (child e-classes), ``classes`` (kind/value/shape/...).
+            choices: e-class -> chosen e-node id (a dict, or a list with -1 for
+                unreached classes).
+
+        Walks from the root; parameters come from leaf classes' values, input/weight
+        names and shapes from their symbols, and the outputs from the ``noop`` chain at the
+        root (noop nodes never appear in the result). Shared classes become shared nodes.
+
+        Raises:
+            GraphError: a reached class has no choice, the choice belongs to another class,
+                the choices form a cycle, or the rebuilt program does not type-check.
+        """
+        node_op: Sequence[str] = export["node_op"]
+        node_eclass: Sequence[int] = export["node_eclass"]
+        node_children: Sequence[Sequence[int]] = export["node_children"]
+        classes: Sequence[Mapping[str, Any]] = export["classes"]
+        sigs = signatures()
+
+        def choice(c: int) -> int:
+            try:
+                n = choices[c]  # type: ignore[index]
+            except (KeyError, IndexError):
+                n = -1
+            if n is None or n < 0:
+                raise GraphError(f"e-class {c} is reached but has no chosen e-node")
+            if node_eclass[n] != c:
+                raise GraphError(f"chosen e-node {n} belongs to class {node_eclass[n]}, not {c}")
+            return int(n)
+
+        # Outputs from the noop chain.
+        outs: list[int] = []
+        stack = [int(export["root"])]
+        while stack:
+            c = stack.pop()
+            n = choice(c)
+            if node_op[n] == "noop":
+                a, b = node_children[n]
+                stack.append(b)
+                stack.append(a)
+            else:
+                outs.append(c)
+
+        g = cls()
+        built: dict[int, int] = {}
+        state: dict[int, int] = {}  # 1 = on stack, 2 = done
+
+        def leaf_value(c: int, kind: str) -> int | str:
+            v = classes[c].get("value")
+            if kind == "int" and isinstance(v, int) and not isinstance(v, bool):
+                return v
+            if kind == "sym" and isinstance(v, str):
+                return v
+            raise GraphError(f"e-class {c} should hold a {kind} parameter, holds {v!r}")
+
+        for out in outs:
+            work: list[int] = [out]
+            while work:
+                c = work[-1]
+                if state.get(c) == 2:
+                    work.pop()
+                    continue
+                n = choice(c)
+                op = node_op[n]
+                if op not in sigs or op == "noop":
+                    raise GraphError(f"e-class {c}: chosen e-node {n} `{op}` is not an operator")
+                sig = sigs[op]
+                ch = node_children[n]
+                if len(ch) != len(sig):
+                    raise GraphError(f"e-node {n} `{op}` has {len(ch)} children, wants {len(sig)}")
+                pending = [
+                    cc
+                    for (_, k), cc in zip(sig, ch, strict=True)
+                    if k in ("tensor", "pair") and state.get(cc) != 2
+                ]
+                if pending:
+                    if state.get(c) == 1:
+                        raise GraphError(f"chosen e-nodes form a cycle through e-class {c} ({op})")
+                    state[c] = 1
+                    for cc in pending:
+                        if state.get(cc) == 1:
+                            raise GraphError(
+                                f"chosen e-nodes form a cycle through e-class {cc} (via {op})"
+                            )
+                        work.append(cc)
+                    continue
+                params: dict[str, int | str] = {}
+                inputs: list[int] = []
+                for (pname, k), cc in zip(sig, ch, strict=True):
+                    if k in ("int", "sym"):
+                        params[pname] = leaf_value(cc, k)
+                    else:
+                        inputs.append(built[cc])
+                if op in ZERO_INPUT_OPS:
+                    name, shape = split_symbol(str(params["name@shape"]))
+                    nid = g._add_leaf(op, name, shape)
+                else:
+                    nid = g.add_node(op, params, inputs, name=f"{op}_{len(g.nodes)}")
+                built[c] = nid
+                state[c] = 2
+                work.pop()
+        g.outputs = [built[c] for c in outs]
+        return g
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[Node], outputs: Sequence[int]) -> Graph:
+        """Rebuild (and re-type-check) a graph from nodes, e.g. after editing them."""
+        g = cls()
+        for n in nodes:
+            if n.op in ZERO_INPUT_OPS:
+                name, shape = split_symbol(n.symbol())
+                g._add_leaf(n.op, name, shape)
+            else:
+                g.add_node(n.op, n.params, n.inputs, n.name)
+        g.outputs = list(outputs)
+        return g
