@@ -6,8 +6,11 @@
 //! `python` feature); everything else is plain Rust, tested with `cargo test`.
 
 pub mod analysis;
+pub mod cycles;
 pub mod extract;
 pub mod lang;
+pub mod rules;
+pub mod saturate;
 
 #[cfg(feature = "python")]
 mod py;

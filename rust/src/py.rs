@@ -6,10 +6,14 @@
 
 use crate::analysis::{infer, Data};
 use crate::lang::{signature, Arg, Mdl, SIGNATURES};
-use egg::{FromOp, Id, Symbol};
+use crate::rules;
+use crate::saturate::{Config, CycleFilter, Explorer};
+use egg::{FromOp, Id, Language, RecExpr, Symbol};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use rustc_hash::FxHashMap;
+use std::time::Duration;
 
 /// Operator signatures: `{op: [(operand name, "int" | "sym" | "tensor" | "pair")]}`.
 #[pyfunction]
@@ -158,10 +162,248 @@ impl TypeChecker {
     }
 }
 
+/// A parsed rule file: `RuleSet.parse(text, filename)` or `RuleSet.load(path)`.
+/// Syntax errors raise `ValueError("file:line:col: message")`.
+#[pyclass(module = "tensat_py._core", frozen)]
+pub struct RuleSet {
+    inner: rules::RuleSet,
+}
+
+#[pymethods]
+impl RuleSet {
+    #[staticmethod]
+    fn parse(text: &str, filename: &str) -> PyResult<RuleSet> {
+        rules::parse(text, filename)
+            .map(|inner| RuleSet { inner })
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    #[staticmethod]
+    fn load(path: &str) -> PyResult<RuleSet> {
+        rules::load(std::path::Path::new(path))
+            .map(|inner| RuleSet { inner })
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.inner.names()
+    }
+
+    fn num_multi(&self) -> usize {
+        self.inner.num_multi()
+    }
+
+    /// `[(name, [source text], [target text], line)]` for every rule.
+    fn describe(&self) -> Vec<(String, Vec<String>, Vec<String>, usize)> {
+        self.inner
+            .rules
+            .iter()
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    r.sources.iter().map(|p| p.to_string()).collect(),
+                    r.targets.iter().map(|p| p.to_string()).collect(),
+                    r.line,
+                )
+            })
+            .collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+}
+
+/// An e-graph holding one program, explored with rules and exported for extraction.
+///
+/// `EGraph(nodes)`: node `i` is `(op, children)` with children indices `< i`; leaves are
+/// integer literals (`"3"`) or symbols (`"x@2_3"`); the last node is the root. Raises
+/// `ValueError` naming the node index and operator when the program does not type-check.
+#[pyclass(module = "tensat_py._core", unsendable)]
+pub struct EGraph {
+    ex: Explorer,
+}
+
+#[pymethods]
+impl EGraph {
+    #[new]
+    fn new(nodes: Vec<(String, Vec<usize>)>) -> PyResult<EGraph> {
+        if nodes.is_empty() {
+            return Err(PyValueError::new_err("empty program"));
+        }
+        let mut expr: RecExpr<Mdl> = RecExpr::default();
+        for (i, (op, children)) in nodes.iter().enumerate() {
+            if let Some(c) = children.iter().find(|c| **c >= i) {
+                return Err(PyValueError::new_err(format!(
+                    "node {i} ({op}): child {c} is not an earlier node"
+                )));
+            }
+            let node = Mdl::from_op(op, children.iter().map(|c| Id::from(*c)).collect())
+                .map_err(|e| PyValueError::new_err(format!("node {i} ({op}): {e}")))?;
+            expr.add(node);
+        }
+        if let Some((i, msg)) = Explorer::type_errors(&expr) {
+            return Err(PyValueError::new_err(format!("node {i}: {msg}")));
+        }
+        Ok(EGraph {
+            ex: Explorer::new(&expr),
+        })
+    }
+
+    /// Explore with `rules`; returns the statistics as a dict (seconds as floats).
+    #[pyo3(signature = (rules, k_multi=1, node_limit=50_000, iter_limit=15, time_limit=60.0, cycle_filter="efficient"))]
+    fn saturate<'py>(
+        &mut self,
+        py: Python<'py>,
+        rules: &RuleSet,
+        k_multi: usize,
+        node_limit: usize,
+        iter_limit: usize,
+        time_limit: f64,
+        cycle_filter: &str,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let config = Config {
+            k_multi,
+            node_limit,
+            iter_limit,
+            time_limit: Duration::try_from_secs_f64(time_limit)
+                .map_err(|e| PyValueError::new_err(format!("time_limit: {e}")))?,
+            cycle_filter: CycleFilter::parse(cycle_filter).map_err(PyValueError::new_err)?,
+        };
+        let st = self.ex.run(&rules.inner, &config);
+        let d = PyDict::new(py);
+        d.set_item("enodes", st.enodes)?;
+        d.set_item("eclasses", st.eclasses)?;
+        d.set_item("iterations", st.iterations)?;
+        d.set_item("stop_reason", st.stop_reason.as_str())?;
+        d.set_item("filtered_enodes", st.filtered_enodes)?;
+        d.set_item("applied", st.applied)?;
+        d.set_item("rejected_type", st.rejected_type)?;
+        d.set_item("rejected_cycle", st.rejected_cycle)?;
+        d.set_item("explore_seconds", st.explore_seconds)?;
+        d.set_item("search_seconds", st.search_seconds)?;
+        d.set_item("apply_seconds", st.apply_seconds)?;
+        d.set_item("rebuild_seconds", st.rebuild_seconds)?;
+        d.set_item("cycle_seconds", st.cycle_seconds)?;
+        Ok(d)
+    }
+
+    /// Number of e-nodes and e-classes.
+    fn size(&self) -> (usize, usize) {
+        (
+            self.ex.egraph.total_number_of_nodes(),
+            self.ex.egraph.number_of_classes(),
+        )
+    }
+
+    /// Are the programs `a` and `b` (flat node lists as for the constructor) in one e-class?
+    /// Adds them to the e-graph if they are not there yet.
+    fn equivalent(
+        &mut self,
+        a: Vec<(String, Vec<usize>)>,
+        b: Vec<(String, Vec<usize>)>,
+    ) -> PyResult<bool> {
+        let x = self.add_flat(&a)?;
+        let y = self.add_flat(&b)?;
+        Ok(self.ex.egraph.find(x) == self.ex.egraph.find(y))
+    }
+
+    /// Export for extraction (see the module docs): dense class ids, e-nodes with their
+    /// class and child classes, the filter list and each class's analysis data.
+    fn export<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let eg = &self.ex.egraph;
+        let mut index: FxHashMap<Id, usize> = FxHashMap::default();
+        for (i, c) in eg.classes().enumerate() {
+            index.insert(c.id, i);
+        }
+        let mut node_op: Vec<String> = Vec::new();
+        let mut node_eclass: Vec<usize> = Vec::new();
+        let mut node_children: Vec<Vec<usize>> = Vec::new();
+        let mut filtered: Vec<usize> = Vec::new();
+        let classes = pyo3::types::PyList::empty(py);
+        for (i, c) in eg.classes().enumerate() {
+            for n in &c.nodes {
+                if self.ex.filter.contains(n) {
+                    filtered.push(node_op.len());
+                }
+                node_op.push(match n {
+                    Mdl::Num(v) => v.to_string(),
+                    Mdl::Var(s) => s.to_string(),
+                    other => other.to_string(),
+                });
+                node_eclass.push(i);
+                node_children.push(n.children().iter().map(|ch| index[&eg.find(*ch)]).collect());
+            }
+            let d = PyDict::new(py);
+            match &c.data {
+                Data::Int(v) => {
+                    d.set_item("kind", "int")?;
+                    d.set_item("value", v)?;
+                }
+                Data::Sym(s) => {
+                    d.set_item("kind", "sym")?;
+                    d.set_item("value", s.as_str())?;
+                }
+                Data::Tensor(t) => {
+                    d.set_item("kind", "tensor")?;
+                    d.set_item("shape", t.shape.clone())?;
+                    d.set_item("constant", t.constant)?;
+                    d.set_item("dtype", t.dtype.name())?;
+                }
+                Data::Pair(p) => {
+                    d.set_item("kind", "pair")?;
+                    d.set_item("shapes", (p.0.shape.clone(), p.1.shape.clone()))?;
+                    d.set_item("constant", p.0.constant && p.1.constant)?;
+                }
+                Data::Invalid(e) => {
+                    d.set_item("kind", "invalid")?;
+                    d.set_item("value", e)?;
+                }
+            }
+            classes.append(d)?;
+        }
+        let out = PyDict::new(py);
+        out.set_item("root", index[&eg.find(self.ex.root)])?;
+        out.set_item("num_classes", index.len())?;
+        out.set_item("node_op", node_op)?;
+        out.set_item("node_eclass", node_eclass)?;
+        out.set_item("node_children", node_children)?;
+        out.set_item("filtered", filtered)?;
+        out.set_item("classes", classes)?;
+        Ok(out)
+    }
+}
+
+impl EGraph {
+    fn add_flat(&mut self, nodes: &[(String, Vec<usize>)]) -> PyResult<Id> {
+        let mut ids: Vec<Id> = Vec::with_capacity(nodes.len());
+        for (i, (op, children)) in nodes.iter().enumerate() {
+            let ch: Vec<Id> = children
+                .iter()
+                .map(|c| {
+                    ids.get(*c)
+                        .copied()
+                        .ok_or_else(|| PyValueError::new_err(format!("node {i}: bad child {c}")))
+                })
+                .collect::<PyResult<_>>()?;
+            let node = Mdl::from_op(op, ch)
+                .map_err(|e| PyValueError::new_err(format!("node {i} ({op}): {e}")))?;
+            ids.push(self.ex.egraph.add(node));
+        }
+        self.ex.egraph.rebuild();
+        ids.last()
+            .copied()
+            .ok_or_else(|| PyValueError::new_err("empty program"))
+    }
+}
+
 /// The Python module `tensat_py._core`.
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(signatures, m)?)?;
     m.add_class::<TypeChecker>()?;
+    m.add_class::<RuleSet>()?;
+    m.add_class::<EGraph>()?;
+    crate::py_extract::register(m)?;
     Ok(())
 }

@@ -1,0 +1,190 @@
+"""The ``tensat`` command.
+
+``tensat optimize TARGET`` optimises a zoo model or a graph file and prints a table (or one
+JSON object under ``--json``); ``tensat extract FILE.json`` extracts from an
+egraph-serialize e-graph; ``tensat rules list`` shows the rules of a rule file.
+Errors in user input print ``error: ...`` and exit with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["main"]
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(2)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """tensat-py: e-graph superoptimizer for tensor programs."""
+
+
+@main.command()
+@click.argument("target")
+@click.option("--rules", default="taso", show_default=True, help="Rule file name or path.")
+@click.option("--k-multi", default=1, show_default=True, help="Iterations with multi-pattern rules.")
+@click.option("--node-limit", default=50_000, show_default=True, help="E-node limit.")
+@click.option("--iter-limit", default=15, show_default=True, help="Iteration limit.")
+@click.option("--time-limit", default=60.0, show_default=True, help="Seconds for exploration (and ILP).")
+@click.option(
+    "--cycle-filter",
+    type=click.Choice(["efficient", "vanilla", "none"]),
+    default="efficient",
+    show_default=True,
+)
+@click.option(
+    "--extractor",
+    type=click.Choice(["ilp", "greedy", "greedy-dag"]),
+    default="ilp",
+    show_default=True,
+)
+@click.option("--solver", type=click.Choice(["cbc", "highs"]), default="cbc", show_default=True)
+@click.option(
+    "--device",
+    type=click.Choice(["t4", "a100", "h100", "cpu"]),
+    default="t4",
+    show_default=True,
+    help="Cost-model device preset.",
+)
+@click.option("--no-verify", is_flag=True, help="Skip numerical verification.")
+@click.option("--dump-egraph", type=click.Path(dir_okay=False), help="Write the e-graph as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def optimize(
+    target: str,
+    rules: str,
+    k_multi: int,
+    node_limit: int,
+    iter_limit: int,
+    time_limit: float,
+    cycle_filter: str,
+    extractor: str,
+    solver: str,
+    device: str,
+    no_verify: bool,
+    dump_egraph: str | None,
+    as_json: bool,
+) -> None:
+    """Optimise TARGET: a zoo name (bert, nasrnn, ...) or a .model file."""
+    import tensat_py
+
+    try:
+        graph = tensat_py.load(target)
+        result = tensat_py.optimize(
+            graph,
+            rules=rules,
+            k_multi=k_multi,
+            node_limit=node_limit,
+            iter_limit=iter_limit,
+            time_limit=time_limit,
+            cycle_filter=cycle_filter,
+            extractor=extractor,
+            solver=solver,
+            device=device,
+            verify=not no_verify,
+            dump_egraph=dump_egraph,
+        )
+    except (ValueError, FileNotFoundError) as e:
+        _fail(str(e))
+        return
+    if as_json:
+        click.echo(json.dumps(result.to_json()))
+        return
+    _print_result(target, graph, result)
+
+
+def _print_result(target: str, graph: Any, result: Any) -> None:
+    console = Console()
+    st = result.stats
+    table = Table(title=f"tensat optimize {target}", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("operators before / after", f"{len(graph)} / {len(result.graph)}")
+    table.add_row("cost before (ms)", f"{result.cost_before * 1e3:.4f}")
+    table.add_row("cost after (ms)", f"{result.cost_after * 1e3:.4f}")
+    table.add_row("cost-model speedup", f"{(result.speedup - 1) * 100:.1f} %")
+    table.add_row("extraction status", result.extraction_status)
+    table.add_row("e-nodes / e-classes", f"{st['enodes']} / {st['eclasses']}")
+    table.add_row("iterations (stop reason)", f"{st['iterations']} ({st['stop_reason']})")
+    table.add_row("filtered e-nodes", str(st["filtered_enodes"]))
+    table.add_row("exploration (s)", f"{st['explore_seconds']:.3f}")
+    table.add_row("extraction (s)", f"{st['extract_seconds']:.3f}")
+    if result.verify is not None:
+        v = result.verify
+        table.add_row(
+            "verified (float64)",
+            f"{'yes' if v.passed else 'NO'}: max abs {v.max_abs_error:.2e}, "
+            f"max rel {v.max_rel_error:.2e}",
+        )
+    console.print(table)
+    if result.message:
+        console.print(result.message)
+
+
+@main.command("extract")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--extractor",
+    type=click.Choice(["ilp", "greedy", "greedy-dag"]),
+    default="ilp",
+    show_default=True,
+)
+@click.option("--solver", type=click.Choice(["cbc", "highs"]), default="cbc", show_default=True)
+@click.option("--time-limit", default=30.0, show_default=True, help="ILP seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def extract_cmd(file: str, extractor: str, solver: str, time_limit: float, as_json: bool) -> None:
+    """Extract from an egraph-serialize JSON e-graph FILE."""
+    from tensat_py.egraph import load_json
+    from tensat_py.extract import extract
+
+    try:
+        problem = load_json(file)
+        res = extract(problem, extractor=extractor, solver=solver, time_limit=time_limit)
+    except ValueError as e:
+        _fail(str(e))
+        return
+    names = problem.class_names or [str(c) for c in range(problem.num_classes)]
+    node_names = problem.node_names or [str(n) for n in range(problem.num_nodes)]
+    choices = {names[c]: node_names[n] for c, n in sorted(res.choices.items())}
+    if as_json:
+        out = {"cost": res.cost, "status": res.status, "seconds": res.seconds, "choices": choices}
+        click.echo(json.dumps(out))
+        return
+    click.echo(
+        f"cost {res.cost:.6g}  status {res.status}  seconds {res.seconds:.3f}  "
+        f"classes {len(choices)}  {res.message}"
+    )
+
+
+@main.group()
+def rules() -> None:
+    """Inspect rule files."""
+
+
+@rules.command("list")
+@click.argument("file", default="taso")
+def rules_list(file: str) -> None:
+    """List the rules of FILE (a shipped name such as taso, or a path)."""
+    from tensat_py.pipeline import load_rules
+
+    try:
+        rs = load_rules(file)
+    except (ValueError, FileNotFoundError) as e:
+        _fail(str(e))
+        return
+    for name, srcs, tgts, line in rs.describe():
+        click.echo(f"{line:5d}  {name}: {', '.join(srcs)} => {', '.join(tgts)}")
+    click.echo(f"{len(rs)} rules ({rs.num_multi()} multi-pattern)")
+
+
+if __name__ == "__main__":
+    main()

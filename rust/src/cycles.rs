@@ -1,0 +1,303 @@
+//! Cycle filtering (Tensat, MLSys 2021, section 5.2).
+//!
+//! Rewrites can make an e-class reachable from itself; an extracted program must not be.
+//! Tensat's *efficient* filter has two parts, both here:
+//!
+//! * a **descendants map** ([`Descendants`]) built once per iteration, used as a cheap
+//!   pre-filter: a new e-node whose children reach the e-class it joins would close a cycle,
+//!   so the application is skipped;
+//! * **DFS post-processing** ([`filter_cycles`]) after each iteration's rebuild: every cycle
+//!   still present gets its newest e-node put on the *filter list*, which extraction excludes
+//!   (the ILP sets `x_i = 0` for it) and cycle detection ignores.
+//!
+//! The *vanilla* filter instead checks reachability on the current e-graph before every
+//! application ([`reaches`]), which is exact but slow.
+//!
+//! ```
+//! use _core::{analysis::TensorAnalysis, cycles::FilterList, lang::Mdl};
+//! let mut eg: egg::EGraph<Mdl, TensorAnalysis> = Default::default();
+//! let r = eg.add_expr(&"(relu (input x@2))".parse().unwrap());
+//! eg.rebuild();
+//! let mut filter = FilterList::default();
+//! filter.record_births(&eg, 0);
+//! assert_eq!(_core::cycles::filter_cycles(&mut eg, &mut filter), 0);
+//! # let _ = r;
+//! ```
+
+use crate::analysis::TensorAnalysis;
+use crate::lang::Mdl;
+use egg::{EGraph, Id, Language};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+type EG = EGraph<Mdl, TensorAnalysis>;
+
+/// The filter list: e-nodes excluded from extraction and from cycle detection, plus the
+/// birth order of every e-node (to find the newest e-node of a cycle).
+#[derive(Debug, Default, Clone)]
+pub struct FilterList {
+    filtered: FxHashSet<Mdl>,
+    birth: FxHashMap<Mdl, u64>,
+    clock: u64,
+}
+
+impl FilterList {
+    /// Re-canonicalise stored e-nodes after a rebuild and give every e-node not seen before
+    /// a birth stamp from `iteration` (older e-nodes keep theirs).
+    pub fn record_births(&mut self, egraph: &EG, iteration: usize) {
+        let canon = |n: &Mdl| n.clone().map_children(|c| egraph.find(c));
+        self.filtered = self.filtered.iter().map(canon).collect();
+        let mut birth: FxHashMap<Mdl, u64> = FxHashMap::default();
+        for (n, b) in self.birth.drain() {
+            let c = canon(&n);
+            let e = birth.entry(c).or_insert(b);
+            *e = (*e).min(b);
+        }
+        self.birth = birth;
+        let base = (iteration as u64) << 32;
+        for class in egraph.classes() {
+            for n in &class.nodes {
+                if !self.birth.contains_key(n) {
+                    self.clock += 1;
+                    self.birth.insert(n.clone(), base + self.clock);
+                }
+            }
+        }
+    }
+
+    /// True when the canonical e-node `n` is on the filter list.
+    pub fn contains(&self, n: &Mdl) -> bool {
+        self.filtered.contains(n)
+    }
+
+    /// Number of filtered e-nodes.
+    pub fn len(&self) -> usize {
+        self.filtered.len()
+    }
+
+    /// True when nothing is filtered.
+    pub fn is_empty(&self) -> bool {
+        self.filtered.is_empty()
+    }
+
+    fn newest<'a>(&self, nodes: impl Iterator<Item = &'a Mdl>) -> Option<&'a Mdl> {
+        nodes.max_by_key(|n| self.birth.get(*n).copied().unwrap_or(u64::MAX))
+    }
+}
+
+/// Dense index of the canonical e-classes, for bitset maps.
+fn class_index(egraph: &EG) -> (Vec<Id>, FxHashMap<Id, usize>) {
+    let ids: Vec<Id> = egraph.classes().map(|c| c.id).collect();
+    let index = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    (ids, index)
+}
+
+/// Per e-class, the set of e-classes reachable through non-filtered e-nodes, as bitsets.
+/// Memory: `classes^2 / 8` bytes.
+pub struct Descendants {
+    index: FxHashMap<Id, usize>,
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl Descendants {
+    /// Build the map for the current (rebuilt) e-graph.
+    pub fn new(egraph: &EG, filter: &FilterList) -> Descendants {
+        let (ids, index) = class_index(egraph);
+        let n = ids.len();
+        let words = n.div_ceil(64);
+        let mut bits = vec![0u64; n * words];
+        // Iterative post-order DFS; a class is finished once all its children are.
+        let mut state = vec![0u8; n]; // 0 new, 1 on stack, 2 done
+        for start in 0..n {
+            if state[start] != 0 {
+                continue;
+            }
+            let mut stack: Vec<(usize, bool)> = vec![(start, false)];
+            while let Some((c, expanded)) = stack.pop() {
+                if expanded {
+                    let mut acc = vec![0u64; words];
+                    for node in &egraph[ids[c]].nodes {
+                        if filter.contains(node) {
+                            continue;
+                        }
+                        for ch in node.children() {
+                            let d = index[&egraph.find(*ch)];
+                            acc[d / 64] |= 1 << (d % 64);
+                            if state[d] == 2 {
+                                let row = &bits[d * words..(d + 1) * words];
+                                for (a, b) in acc.iter_mut().zip(row) {
+                                    *a |= *b;
+                                }
+                            }
+                        }
+                    }
+                    bits[c * words..(c + 1) * words].copy_from_slice(&acc);
+                    state[c] = 2;
+                    continue;
+                }
+                if state[c] != 0 {
+                    continue;
+                }
+                state[c] = 1;
+                stack.push((c, true));
+                for node in &egraph[ids[c]].nodes {
+                    if filter.contains(node) {
+                        continue;
+                    }
+                    for ch in node.children() {
+                        let d = index[&egraph.find(*ch)];
+                        if state[d] == 0 {
+                            stack.push((d, false));
+                        }
+                    }
+                }
+            }
+        }
+        Descendants { index, words, bits }
+    }
+
+    /// True when e-class `to` is `from` or was reachable from it when the map was built.
+    /// Classes created after the map was built are unknown and answer `false`.
+    pub fn reaches(&self, egraph: &EG, from: Id, to: Id) -> bool {
+        let (from, to) = (egraph.find(from), egraph.find(to));
+        if from == to {
+            return true;
+        }
+        match (self.index.get(&from), self.index.get(&to)) {
+            (Some(&f), Some(&t)) => self.bits[f * self.words + t / 64] >> (t % 64) & 1 == 1,
+            _ => false,
+        }
+    }
+}
+
+/// Exact reachability on the current e-graph (vanilla filtering): is `to` reachable from
+/// `from` through non-filtered e-nodes?
+pub fn reaches(egraph: &EG, filter: &FilterList, from: Id, to: Id) -> bool {
+    let to = egraph.find(to);
+    let mut seen: FxHashSet<Id> = FxHashSet::default();
+    let mut stack = vec![egraph.find(from)];
+    while let Some(c) = stack.pop() {
+        if c == to {
+            return true;
+        }
+        if !seen.insert(c) {
+            continue;
+        }
+        for node in &egraph[c].nodes {
+            let canon = node.clone().map_children(|x| egraph.find(x));
+            if filter.contains(&canon) {
+                continue;
+            }
+            stack.extend(canon.children().iter().copied());
+        }
+    }
+    false
+}
+
+/// DFS post-processing: while the e-graph (without filtered e-nodes) has a cycle, put the
+/// newest e-node of each cycle found on the filter list. Returns how many e-nodes were
+/// added. The e-graph must be rebuilt (canonical).
+pub fn filter_cycles(egraph: &mut EG, filter: &mut FilterList) -> usize {
+    let mut added = 0;
+    loop {
+        let found = one_pass(egraph, filter);
+        if found == 0 {
+            return added;
+        }
+        added += found;
+    }
+}
+
+fn one_pass(egraph: &EG, filter: &mut FilterList) -> usize {
+    let (ids, index) = class_index(egraph);
+    let n = ids.len();
+    let mut state = vec![0u8; n];
+    let mut added = 0;
+    // Stack frames: (class, node position, child position); `via[c]` is the e-node through
+    // which the DFS entered the child currently explored from c.
+    for start in 0..n {
+        if state[start] != 0 {
+            continue;
+        }
+        let mut frames: Vec<(usize, usize, usize)> = vec![(start, 0, 0)];
+        state[start] = 1;
+        while let Some(&(c, ni, ci)) = frames.last() {
+            let top = frames.len() - 1;
+            let nodes = &egraph[ids[c]].nodes;
+            if ni >= nodes.len() {
+                state[c] = 2;
+                frames.pop();
+                continue;
+            }
+            let node = &nodes[ni];
+            if filter.contains(node) || ci >= node.children().len() {
+                frames[top] = (c, ni + 1, 0);
+                continue;
+            }
+            let d = index[&egraph.find(node.children()[ci])];
+            frames[top].2 = ci + 1;
+            match state[d] {
+                0 => {
+                    state[d] = 1;
+                    frames.push((d, 0, 0));
+                }
+                1 => {
+                    // Back edge: the cycle is the stack from d to c plus this e-node.
+                    let pos = frames.iter().position(|f| f.0 == d).unwrap();
+                    let on_cycle = frames[pos..]
+                        .iter()
+                        .map(|&(fc, fni, _)| &egraph[ids[fc]].nodes[fni]);
+                    if let Some(victim) = filter.newest(on_cycle) {
+                        if filter.filtered.insert(victim.clone()) {
+                            added += 1;
+                        }
+                    }
+                    // Cycles through e-nodes lower on the stack that were not broken here are
+                    // found again by the next pass.
+                }
+                _ => {}
+            }
+        }
+    }
+    added
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn union_that_closes_a_loop_filters_the_newest_enode() {
+        let mut eg: EG = Default::default();
+        let x = eg.add_expr(&"(input x@2_2)".parse().unwrap());
+        let r = eg.add_expr(&"(relu (input x@2_2))".parse().unwrap());
+        eg.rebuild();
+        let mut filter = FilterList::default();
+        filter.record_births(&eg, 0);
+        // x = relu(relu(x)) style loop: union x with relu(x)'s class makes relu(x) cyclic.
+        eg.union(x, r);
+        eg.rebuild();
+        filter.record_births(&eg, 1);
+        let added = filter_cycles(&mut eg, &mut filter);
+        assert_eq!(added, 1);
+        assert_eq!(filter.len(), 1);
+        let relu = eg[x]
+            .nodes
+            .iter()
+            .find(|n| matches!(n, Mdl::Relu(_)))
+            .unwrap();
+        assert!(filter.contains(relu));
+    }
+
+    #[test]
+    fn descendants_map_sees_grandchildren() {
+        let mut eg: EG = Default::default();
+        let top = eg.add_expr(&"(tanh (relu (input x@2_2)))".parse().unwrap());
+        let x = eg.add_expr(&"(input x@2_2)".parse().unwrap());
+        eg.rebuild();
+        let d = Descendants::new(&eg, &FilterList::default());
+        assert!(d.reaches(&eg, top, x));
+        assert!(!d.reaches(&eg, x, top));
+        assert!(reaches(&eg, &FilterList::default(), top, x));
+    }
+}

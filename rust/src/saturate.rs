@@ -1,0 +1,681 @@
+//! Exploration: equality saturation with single- and multi-pattern rules, limits and cycle
+//! filtering (Tensat, MLSys 2021, sections 4 and 5.2).
+//!
+//! Each iteration searches every single-pattern rule; multi-pattern rules run only in the
+//! first `k_multi` iterations, by Tensat's Algorithm 1: the source patterns of all
+//! multi-pattern rules are canonicalised (variables renamed in order of appearance) and each
+//! distinct one is searched once; a rule's matches are the combinations of its sources'
+//! matches that agree on shared variables (a hash join on those variables).
+//!
+//! A target is applied only when every new e-node type-checks ([`crate::analysis::infer`])
+//! and, under cycle filtering, would not close a cycle. Exploration stops at the first of:
+//! saturation, the iteration limit, the e-node limit (checked while applying, so the
+//! e-graph ends within a few e-nodes of it) or the time limit (checked while searching and
+//! applying).
+//!
+//! ```
+//! use _core::saturate::{Config, Explorer};
+//! let rules = _core::rules::parse("comm: (ewadd ?a ?b) => (ewadd ?b ?a)", "inline").unwrap();
+//! let expr = "(ewadd (input x@2) (input y@2))".parse().unwrap();
+//! let mut ex = Explorer::new(&expr);
+//! let stats = ex.run(&rules, &Config::default());
+//! assert_eq!(stats.stop_reason.as_str(), "saturated");
+//! assert_eq!(ex.egraph[ex.root].nodes.len(), 2);
+//! ```
+
+use crate::analysis::{infer, Data, TensorAnalysis};
+use crate::cycles::{self, Descendants, FilterList};
+use crate::lang::Mdl;
+use crate::rules::{Rule, RuleSet};
+use egg::{EGraph, ENodeOrVar, Id, Language, Pattern, RecExpr, Searcher, Subst, Var};
+use rustc_hash::FxHashMap;
+use std::time::{Duration, Instant};
+
+type EG = EGraph<Mdl, TensorAnalysis>;
+
+/// How cycles are kept out of the extracted program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CycleFilter {
+    /// Descendants-map pre-filter per iteration plus DFS post-processing (Tensat default).
+    Efficient,
+    /// Exact reachability check before every application, plus post-processing.
+    Vanilla,
+    /// No filtering: the ILP must carry cycle constraints.
+    None,
+}
+
+impl CycleFilter {
+    /// Parse `"efficient" | "vanilla" | "none"`.
+    ///
+    /// ```
+    /// assert!(_core::saturate::CycleFilter::parse("vanilla").is_ok());
+    /// assert!(_core::saturate::CycleFilter::parse("fast").is_err());
+    /// ```
+    pub fn parse(s: &str) -> Result<CycleFilter, String> {
+        match s {
+            "efficient" => Ok(CycleFilter::Efficient),
+            "vanilla" => Ok(CycleFilter::Vanilla),
+            "none" => Ok(CycleFilter::None),
+            _ => Err(format!(
+                "cycle_filter must be \"efficient\", \"vanilla\" or \"none\", got {s:?}"
+            )),
+        }
+    }
+}
+
+/// Exploration limits and options. Defaults follow the Tensat paper's evaluation.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Iterations in which multi-pattern rules run (default 1).
+    pub k_multi: usize,
+    /// Stop once the e-graph holds this many e-nodes (default 50,000).
+    pub node_limit: usize,
+    /// Maximum iterations (default 15).
+    pub iter_limit: usize,
+    /// Wall-clock limit for exploration (default 60 s).
+    pub time_limit: Duration,
+    /// Cycle filtering mode (default efficient).
+    pub cycle_filter: CycleFilter,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            k_multi: 1,
+            node_limit: 50_000,
+            iter_limit: 15,
+            time_limit: Duration::from_secs(60),
+            cycle_filter: CycleFilter::Efficient,
+        }
+    }
+}
+
+/// Why exploration stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// An iteration changed nothing.
+    Saturated,
+    /// `iter_limit` iterations ran.
+    IterLimit,
+    /// The e-graph reached `node_limit` e-nodes.
+    NodeLimit,
+    /// `time_limit` passed.
+    TimeLimit,
+}
+
+impl StopReason {
+    /// `"saturated" | "iter_limit" | "node_limit" | "time_limit"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Saturated => "saturated",
+            StopReason::IterLimit => "iter_limit",
+            StopReason::NodeLimit => "node_limit",
+            StopReason::TimeLimit => "time_limit",
+        }
+    }
+}
+
+/// Exploration statistics. Times in seconds.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    /// E-nodes at the end.
+    pub enodes: usize,
+    /// E-classes at the end.
+    pub eclasses: usize,
+    /// Iterations run (an iteration cut short by a limit counts).
+    pub iterations: usize,
+    /// Why exploration stopped.
+    pub stop_reason: StopReason,
+    /// E-nodes on the filter list.
+    pub filtered_enodes: usize,
+    /// Applications that added or merged something.
+    pub applied: usize,
+    /// Applications refused because a new e-node did not type-check.
+    pub rejected_type: usize,
+    /// Applications refused by the cycle pre-filter.
+    pub rejected_cycle: usize,
+    /// Total exploration seconds.
+    pub explore_seconds: f64,
+    /// Seconds searching (pattern matching and multi-pattern joins).
+    pub search_seconds: f64,
+    /// Seconds applying targets.
+    pub apply_seconds: f64,
+    /// Seconds rebuilding the e-graph.
+    pub rebuild_seconds: f64,
+    /// Seconds in cycle filtering (descendants maps and DFS post-processing).
+    pub cycle_seconds: f64,
+}
+
+/// An e-graph under exploration, with its root and filter list.
+pub struct Explorer {
+    /// The e-graph.
+    pub egraph: EG,
+    /// The root e-class (kept canonical by [`Explorer::run`]).
+    pub root: Id,
+    /// E-nodes excluded from extraction.
+    pub filter: FilterList,
+}
+
+struct Limits {
+    start: Instant,
+    time: Duration,
+    nodes: usize,
+}
+
+impl Limits {
+    fn hit(&self, egraph: &EG) -> Option<StopReason> {
+        if self.start.elapsed() >= self.time {
+            Some(StopReason::TimeLimit)
+        } else if egraph.total_size() >= self.nodes {
+            Some(StopReason::NodeLimit)
+        } else {
+            None
+        }
+    }
+}
+
+/// One application found by searching: the rule, the matched e-class of each source and
+/// the substitution.
+struct Application<'r> {
+    rule: &'r Rule,
+    classes: Vec<Id>,
+    subst: Subst,
+}
+
+impl Explorer {
+    /// Load a program; the last node of `expr` is the root. The program must type-check
+    /// (see [`Explorer::type_errors`]).
+    pub fn new(expr: &RecExpr<Mdl>) -> Explorer {
+        let mut egraph = EG::default();
+        let root = egraph.add_expr(expr);
+        egraph.rebuild();
+        let mut filter = FilterList::default();
+        filter.record_births(&egraph, 0);
+        Explorer {
+            egraph,
+            root,
+            filter,
+        }
+    }
+
+    /// The first ill-typed node of `expr` (index and message), if any.
+    pub fn type_errors(expr: &RecExpr<Mdl>) -> Option<(usize, String)> {
+        let mut data: Vec<Data> = Vec::with_capacity(expr.as_ref().len());
+        for (i, node) in expr.as_ref().iter().enumerate() {
+            match infer(node, |id| &data[usize::from(id)]) {
+                Ok(d) => data.push(d),
+                Err(e) => return Some((i, e)),
+            }
+        }
+        None
+    }
+
+    /// Run exploration with `rules` under `config`.
+    pub fn run(&mut self, rules: &RuleSet, config: &Config) -> Stats {
+        let limits = Limits {
+            start: Instant::now(),
+            time: config.time_limit,
+            nodes: config.node_limit,
+        };
+        let mut stats = Stats {
+            enodes: 0,
+            eclasses: 0,
+            iterations: 0,
+            stop_reason: StopReason::IterLimit,
+            filtered_enodes: 0,
+            applied: 0,
+            rejected_type: 0,
+            rejected_cycle: 0,
+            explore_seconds: 0.0,
+            search_seconds: 0.0,
+            apply_seconds: 0.0,
+            rebuild_seconds: 0.0,
+            cycle_seconds: 0.0,
+        };
+        let singles: Vec<&Rule> = rules.rules.iter().filter(|r| !r.is_multi()).collect();
+        let multis: Vec<&Rule> = rules.rules.iter().filter(|r| r.is_multi()).collect();
+        for iter in 0..config.iter_limit {
+            if let Some(r) = limits.hit(&self.egraph) {
+                stats.stop_reason = r;
+                break;
+            }
+            stats.iterations = iter + 1;
+            let before = (self.egraph.total_size(), self.egraph.number_of_classes());
+
+            let t = Instant::now();
+            let mut apps = search_single(&self.egraph, &singles, &limits);
+            if iter < config.k_multi {
+                apps.extend(search_multi(&self.egraph, &multis, &limits));
+            }
+            stats.search_seconds += t.elapsed().as_secs_f64();
+
+            let t = Instant::now();
+            let desc = (config.cycle_filter == CycleFilter::Efficient)
+                .then(|| Descendants::new(&self.egraph, &self.filter));
+            stats.cycle_seconds += t.elapsed().as_secs_f64();
+
+            let t = Instant::now();
+            let mut unions = 0usize;
+            let mut stopped = None;
+            for app in &apps {
+                if let Some(r) = limits.hit(&self.egraph) {
+                    stopped = Some(r);
+                    break;
+                }
+                match self.apply(app, config.cycle_filter, desc.as_ref()) {
+                    Outcome::Applied(changed) => {
+                        stats.applied += 1;
+                        unions += changed as usize;
+                    }
+                    Outcome::IllTyped => stats.rejected_type += 1,
+                    Outcome::Cycle => stats.rejected_cycle += 1,
+                }
+            }
+            stats.apply_seconds += t.elapsed().as_secs_f64();
+
+            let t = Instant::now();
+            self.egraph.rebuild();
+            self.root = self.egraph.find(self.root);
+            stats.rebuild_seconds += t.elapsed().as_secs_f64();
+
+            let t = Instant::now();
+            self.filter.record_births(&self.egraph, iter + 1);
+            if config.cycle_filter != CycleFilter::None {
+                cycles::filter_cycles(&mut self.egraph, &mut self.filter);
+            }
+            stats.cycle_seconds += t.elapsed().as_secs_f64();
+
+            if let Some(r) = stopped {
+                stats.stop_reason = r;
+                break;
+            }
+            let after = (self.egraph.total_size(), self.egraph.number_of_classes());
+            if before == after && unions == 0 {
+                stats.stop_reason = StopReason::Saturated;
+                break;
+            }
+            if iter + 1 == config.iter_limit {
+                stats.stop_reason = StopReason::IterLimit;
+            }
+        }
+        if let Some(r) = limits.hit(&self.egraph) {
+            if stats.stop_reason == StopReason::IterLimit {
+                stats.stop_reason = r;
+            }
+        }
+        stats.enodes = self.egraph.total_number_of_nodes();
+        stats.eclasses = self.egraph.number_of_classes();
+        stats.filtered_enodes = self.filter.len();
+        stats.explore_seconds = limits.start.elapsed().as_secs_f64();
+        stats
+    }
+
+    fn apply(
+        &mut self,
+        app: &Application,
+        mode: CycleFilter,
+        desc: Option<&Descendants>,
+    ) -> Outcome {
+        // Plan every target first: nothing is added unless all of them type-check.
+        let mut plans = Vec::with_capacity(app.rule.targets.len());
+        for target in &app.rule.targets {
+            match plan(&self.egraph, target, &app.subst) {
+                Some(p) => plans.push(p),
+                None => return Outcome::IllTyped,
+            }
+        }
+        if mode != CycleFilter::None {
+            for p in &plans {
+                for &child in &p.existing_children {
+                    let closes = app.classes.iter().any(|&c| match (mode, desc) {
+                        (CycleFilter::Efficient, Some(d)) => d.reaches(&self.egraph, child, c),
+                        _ => cycles::reaches(&self.egraph, &self.filter, child, c),
+                    });
+                    if closes {
+                        return Outcome::Cycle;
+                    }
+                }
+                // A target that is an existing class below the matched one would merge a
+                // class with its own descendant.
+                if let Slot::Existing(root) = p.slots[p.slots.len() - 1] {
+                    let closes = app.classes.iter().any(|&c| {
+                        self.egraph.find(root) != self.egraph.find(c)
+                            && match (mode, desc) {
+                                (CycleFilter::Efficient, Some(d)) => {
+                                    d.reaches(&self.egraph, c, root)
+                                }
+                                _ => cycles::reaches(&self.egraph, &self.filter, c, root),
+                            }
+                    });
+                    if closes {
+                        return Outcome::Cycle;
+                    }
+                }
+            }
+        }
+        let mut changed = false;
+        for (p, &class) in plans.iter().zip(&app.classes) {
+            let id = commit(&mut self.egraph, p);
+            changed |= self.egraph.union(class, id);
+        }
+        Outcome::Applied(changed)
+    }
+}
+
+enum Outcome {
+    Applied(bool),
+    IllTyped,
+    Cycle,
+}
+
+#[derive(Clone)]
+enum Slot {
+    Existing(Id),
+    New(Data),
+}
+
+/// A target instantiated without touching the e-graph: per pattern node, the e-class it
+/// already is, or the data the new e-node will have.
+struct Plan<'p> {
+    ast: &'p [ENodeOrVar<Mdl>],
+    slots: Vec<Slot>,
+    subst: Subst,
+    /// Existing e-classes that become children of new e-nodes.
+    existing_children: Vec<Id>,
+}
+
+fn plan<'p>(egraph: &EG, target: &'p Pattern<Mdl>, subst: &Subst) -> Option<Plan<'p>> {
+    let ast = target.ast.as_ref();
+    let mut slots: Vec<Slot> = Vec::with_capacity(ast.len());
+    let mut existing_children = Vec::new();
+    for node in ast {
+        let slot = match node {
+            ENodeOrVar::Var(v) => Slot::Existing(*subst.get(*v)?),
+            ENodeOrVar::ENode(n) => {
+                let all_existing = n
+                    .children()
+                    .iter()
+                    .all(|c| matches!(slots[usize::from(*c)], Slot::Existing(_)));
+                let looked = if all_existing {
+                    let concrete = n.clone().map_children(|c| match slots[usize::from(c)] {
+                        Slot::Existing(id) => id,
+                        Slot::New(_) => unreachable!(),
+                    });
+                    egraph.lookup(concrete)
+                } else {
+                    None
+                };
+                match looked {
+                    Some(id) => Slot::Existing(id),
+                    None => {
+                        let data = infer(n, |c| match &slots[usize::from(c)] {
+                            Slot::Existing(id) => &egraph[*id].data,
+                            Slot::New(d) => d,
+                        })
+                        .ok()?;
+                        for c in n.children() {
+                            if let Slot::Existing(id) = slots[usize::from(*c)] {
+                                existing_children.push(id);
+                            }
+                        }
+                        Slot::New(data)
+                    }
+                }
+            }
+        };
+        slots.push(slot);
+    }
+    Some(Plan {
+        ast,
+        slots,
+        subst: subst.clone(),
+        existing_children,
+    })
+}
+
+fn commit(egraph: &mut EG, p: &Plan) -> Id {
+    let mut ids: Vec<Id> = Vec::with_capacity(p.ast.len());
+    for (node, slot) in p.ast.iter().zip(&p.slots) {
+        let id = match (node, slot) {
+            (_, Slot::Existing(id)) => *id,
+            (ENodeOrVar::ENode(n), Slot::New(_)) => {
+                egraph.add(n.clone().map_children(|c| ids[usize::from(c)]))
+            }
+            (ENodeOrVar::Var(v), _) => p.subst[*v],
+        };
+        ids.push(id);
+    }
+    *ids.last().expect("non-empty target")
+}
+
+fn search_single<'r>(egraph: &EG, rules: &[&'r Rule], limits: &Limits) -> Vec<Application<'r>> {
+    let mut apps = Vec::new();
+    for rule in rules {
+        if limits.start.elapsed() >= limits.time {
+            break;
+        }
+        for m in rule.sources[0].search(egraph) {
+            for subst in m.substs {
+                if rule.check(egraph, &subst) {
+                    apps.push(Application {
+                        rule,
+                        classes: vec![m.eclass],
+                        subst,
+                    });
+                }
+            }
+        }
+    }
+    apps
+}
+
+/// Rename a pattern's variables in order of first appearance: patterns equal up to
+/// renaming get the same key (Tensat Algorithm 1, canonicalisation).
+fn canonical(p: &Pattern<Mdl>) -> (String, Vec<Var>) {
+    let mut order: Vec<Var> = Vec::new();
+    let mut key = String::new();
+    for node in p.ast.as_ref() {
+        match node {
+            ENodeOrVar::Var(v) => {
+                let i = order.iter().position(|o| o == v).unwrap_or_else(|| {
+                    order.push(*v);
+                    order.len() - 1
+                });
+                key.push_str(&format!("?{i} "));
+            }
+            ENodeOrVar::ENode(n) => {
+                key.push_str(&format!("{}{:?} ", n, n.children()));
+            }
+        }
+    }
+    (key, order)
+}
+
+type Matches = Vec<(Id, Vec<Id>)>;
+
+fn search_multi<'r>(egraph: &EG, rules: &[&'r Rule], limits: &Limits) -> Vec<Application<'r>> {
+    // Search each distinct canonical source pattern once.
+    let mut found: FxHashMap<String, Matches> = FxHashMap::default();
+    let mut shapes: Vec<Vec<(String, Vec<Var>)>> = Vec::with_capacity(rules.len());
+    for rule in rules {
+        let mut per_rule = Vec::new();
+        for src in &rule.sources {
+            let (key, order) = canonical(src);
+            if !found.contains_key(&key) {
+                let mut ms: Matches = Vec::new();
+                for m in src.search(egraph) {
+                    for s in m.substs {
+                        ms.push((m.eclass, order.iter().map(|v| s[*v]).collect()));
+                    }
+                }
+                found.insert(key.clone(), ms);
+            }
+            per_rule.push((key, order));
+        }
+        shapes.push(per_rule);
+    }
+    let mut apps = Vec::new();
+    for (rule, srcs) in rules.iter().zip(&shapes) {
+        if limits.start.elapsed() >= limits.time {
+            break;
+        }
+        // Partial combinations: matched classes and a substitution over the rule's vars.
+        let mut partial: Vec<(Vec<Id>, FxHashMap<Var, Id>)> = vec![(vec![], FxHashMap::default())];
+        for (key, order) in srcs {
+            let ms = &found[key];
+            let bound: Vec<usize> = if let Some((_, first)) = partial.first() {
+                (0..order.len())
+                    .filter(|&i| first.contains_key(&order[i]))
+                    .collect()
+            } else {
+                vec![]
+            };
+            // Hash join on the variables already bound.
+            let mut by_key: FxHashMap<Vec<Id>, Vec<usize>> = FxHashMap::default();
+            for (mi, (_, ids)) in ms.iter().enumerate() {
+                let k: Vec<Id> = bound.iter().map(|&i| egraph.find(ids[i])).collect();
+                by_key.entry(k).or_default().push(mi);
+            }
+            let mut next = Vec::new();
+            for (classes, sub) in &partial {
+                let k: Vec<Id> = bound.iter().map(|&i| egraph.find(sub[&order[i]])).collect();
+                if let Some(list) = by_key.get(&k) {
+                    for &mi in list {
+                        let (class, ids) = &ms[mi];
+                        let mut s = sub.clone();
+                        for (v, id) in order.iter().zip(ids) {
+                            s.insert(*v, *id);
+                        }
+                        let mut cs = classes.clone();
+                        cs.push(*class);
+                        next.push((cs, s));
+                    }
+                }
+            }
+            partial = next;
+        }
+        for (classes, sub) in partial {
+            // A combination of one e-class with itself merges nothing new.
+            if classes
+                .iter()
+                .all(|c| egraph.find(*c) == egraph.find(classes[0]))
+            {
+                continue;
+            }
+            let mut subst = Subst::with_capacity(sub.len());
+            for (v, id) in sub {
+                subst.insert(v, id);
+            }
+            if rule.check(egraph, &subst) {
+                apps.push(Application {
+                    rule,
+                    classes,
+                    subst,
+                });
+            }
+        }
+    }
+    apps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::parse;
+
+    fn explore(rules: &str, prog: &str, config: &Config) -> (Explorer, Stats) {
+        let rs = parse(rules, "test.rules").unwrap();
+        let mut ex = Explorer::new(&prog.parse().unwrap());
+        let stats = ex.run(&rs, config);
+        (ex, stats)
+    }
+
+    fn same_class(ex: &mut Explorer, a: &str, b: &str) -> bool {
+        let x = ex.egraph.add_expr(&a.parse().unwrap());
+        let y = ex.egraph.add_expr(&b.parse().unwrap());
+        ex.egraph.find(x) == ex.egraph.find(y)
+    }
+
+    #[test]
+    fn multi_pattern_merges_matmuls_sharing_an_input() {
+        let rules = "m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
+            (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
+            (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
+        let prog = "(noop (matmul 0 (input x@4_8) (weight a@8_3)) (matmul 0 (input x@4_8) (weight b@8_5)))";
+        let (mut ex, stats) = explore(rules, prog, &Config::default());
+        assert!(stats.applied >= 1);
+        assert!(same_class(
+            &mut ex,
+            "(matmul 0 (input x@4_8) (weight a@8_3))",
+            "(split_0 (split 1 (matmul 0 (input x@4_8) (concat 1 2 (weight a@8_3) (weight b@8_5)))))"
+        ));
+    }
+
+    #[test]
+    fn multi_pattern_rules_skip_after_k_multi() {
+        let rules = "m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
+            (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
+            (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
+        let prog = "(noop (matmul 0 (input x@4_8) (weight a@8_3)) (matmul 0 (input x@4_8) (weight b@8_5)))";
+        let cfg = Config {
+            k_multi: 0,
+            ..Config::default()
+        };
+        let (_, stats) = explore(rules, prog, &cfg);
+        assert_eq!(stats.applied, 0);
+        assert_eq!(stats.stop_reason, StopReason::Saturated);
+    }
+
+    #[test]
+    fn ill_typed_targets_are_not_applied() {
+        // concat of a [2,3] and a [4,5] on axis 0 does not type-check.
+        let rules = "bad: (ewadd ?x ?y) => (split_0 (split 0 (concat 0 2 ?x ?y)))";
+        let (_, stats) = explore(
+            rules,
+            "(ewadd (input x@2_3) (input y@2_3))",
+            &Config::default(),
+        );
+        assert_eq!(stats.rejected_type, 0);
+        let rules = "bad: (matmul 0 ?x ?y) => (ewadd ?x ?y)";
+        let (ex, stats) = explore(
+            rules,
+            "(matmul 0 (input x@2_3) (input y@3_4))",
+            &Config::default(),
+        );
+        assert_eq!(stats.rejected_type, 1);
+        assert_eq!(ex.egraph.total_number_of_nodes(), 6);
+    }
+
+    #[test]
+    fn node_limit_stops_exploration_near_the_limit() {
+        let rules = "assoc: (ewadd ?x (ewadd ?y ?z)) <=> (ewadd (ewadd ?x ?y) ?z)\n\
+            comm: (ewadd ?x ?y) => (ewadd ?y ?x)";
+        let prog = "(ewadd (input a@2) (ewadd (input b@2) (ewadd (input c@2) (ewadd (input d@2) (ewadd (input e@2) (input f@2))))))";
+        let cfg = Config {
+            node_limit: 200,
+            ..Config::default()
+        };
+        let (ex, stats) = explore(rules, prog, &cfg);
+        assert_eq!(stats.stop_reason, StopReason::NodeLimit);
+        assert!(
+            ex.egraph.total_size() < 200 + 200 / 10,
+            "{}",
+            ex.egraph.total_size()
+        );
+    }
+
+    #[test]
+    fn cycle_filter_keeps_extractable_graph_acyclic() {
+        // x => relu(relu(x))-style growth plus its inverse produce cycles.
+        let rules = "r: (relu ?x) <=> (relu (relu ?x))";
+        for mode in [CycleFilter::Efficient, CycleFilter::Vanilla] {
+            let cfg = Config {
+                cycle_filter: mode,
+                iter_limit: 4,
+                ..Config::default()
+            };
+            let (mut ex, _) = explore(rules, "(relu (input x@2))", &cfg);
+            assert_eq!(cycles::filter_cycles(&mut ex.egraph, &mut ex.filter), 0);
+        }
+    }
+}
