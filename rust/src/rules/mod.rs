@@ -701,4 +701,17 @@ n: (tanh ?x) => (tanh ?x)
         let again = parse(&rs.rules[0].to_string(), "t").unwrap();
         assert_eq!(again.rules[0].to_string(), text);
     }
+
+    #[test]
+    fn shipped_taso_rules_parse() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../python/tensat_py/rules/taso.rules");
+        let rs = load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let multi = rs.num_multi();
+        eprintln!("taso.rules: {} rules, {} multi", rs.len(), multi);
+        assert_eq!(multi, 14);
+        assert!(rs
+            .get("conv-merge-group-1")
+            .is_some_and(|r| r.conditions.len() == 1));
+    }
 }
