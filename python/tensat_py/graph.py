@@ -453,7 +453,7 @@ class Graph:
                     if state.get(c) == 1:
                         raise GraphError(f"chosen e-nodes form a cycle through e-class {c} ({op})")
                     state[c] = 1
-                    for cc in pending:
+                    for cc in reversed(pending):  # first operand built first
                         if state.get(cc) == 1:
                             raise GraphError(
                                 f"chosen e-nodes form a cycle through e-class {cc} (via {op})"

@@ -87,23 +87,17 @@ def conv2d(x: np.ndarray, w: np.ndarray, sh: int, sw: int, pad: int, act: int) -
         wg = w.reshape(g, o // g, i)
         y = np.matmul(wg[None], xg).reshape(n, o, oh, ow)
         return _act(y, act)
+    # Sum over kernel taps of (grouped) matmuls on shifted views: avoids materialising
+    # the full im2col matrix and is several times faster than it on CPU.
     v, _ = _windows(x, kh, kw, sh, sw, pad, 0.0)
     _, _, oh, ow, _, _ = v.shape
-    if g == 1:
-        # [N, OH, OW, C, kh, kw] x [O, C, kh, kw] -> [N, OH, OW, O]
-        y = np.tensordot(v, w, axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
-    elif i == 1 and o == g:
-        # depthwise: one kernel per channel
-        y = np.einsum("nchwij,cij->nchw", v, w[:, 0], optimize=True)
-    else:
-        og = o // g
-        parts = [
-            np.tensordot(
-                v[:, k * i : (k + 1) * i], w[k * og : (k + 1) * og], axes=([1, 4, 5], [1, 2, 3])
-            ).transpose(0, 3, 1, 2)
-            for k in range(g)
-        ]
-        y = np.concatenate(parts, axis=1)
+    og = o // g
+    y = np.zeros((n, g, og, oh * ow), dtype=np.result_type(x, w))
+    for a in range(kh):
+        for b in range(kw):
+            xs = np.ascontiguousarray(v[:, :, :, :, a, b]).reshape(n, g, i, oh * ow)
+            y += np.matmul(w[:, :, a, b].reshape(g, og, i)[None], xs)
+    y = y.reshape(n, o, oh, ow)
     return _act(np.ascontiguousarray(y), act)
 
 
@@ -179,7 +173,7 @@ def eval_node(node: Node, args: list, graph: Graph | None = None):
             "max" if op == "poolmax" else "avg",
         )
     if op == "transpose":
-        return np.ascontiguousarray(np.transpose(args[0], parse_dims(str(p["perm"]))))
+        return np.transpose(args[0], parse_dims(str(p["perm"])))  # a view
     if op == "reshape":
         return args[0].reshape(parse_dims(str(p["shape"])))
     if op == "enlarge":
