@@ -318,10 +318,12 @@ impl Explorer {
     ) -> Outcome {
         // Plan every target first: nothing is added unless all of them type-check.
         let mut plans = Vec::with_capacity(app.rule.targets.len());
-        for target in &app.rule.targets {
+        for (target, &class) in app.rule.targets.iter().zip(&app.classes) {
             match plan(&self.egraph, target, &app.subst) {
-                Some(p) => plans.push(p),
-                None => return Outcome::IllTyped,
+                Some(p) if same_type(&self.egraph[class].data, p.root_data(&self.egraph)) => {
+                    plans.push(p)
+                }
+                _ => return Outcome::IllTyped,
             }
         }
         if mode != CycleFilter::None {
@@ -382,6 +384,25 @@ struct Plan<'p> {
     subst: Subst,
     /// Existing e-classes that become children of new e-nodes.
     existing_children: Vec<Id>,
+}
+
+impl Plan<'_> {
+    fn root_data<'a>(&'a self, egraph: &'a EG) -> &'a Data {
+        match &self.slots[self.slots.len() - 1] {
+            Slot::Existing(id) => &egraph[*id].data,
+            Slot::New(d) => d,
+        }
+    }
+}
+
+/// A target may only join an e-class of the same type: same dtype and shape for tensors
+/// (split positions may differ), same value for parameters.
+fn same_type(a: &Data, b: &Data) -> bool {
+    match (a, b) {
+        (Data::Tensor(x), Data::Tensor(y)) => x.dtype == y.dtype && x.shape == y.shape,
+        (Data::Pair(x), Data::Pair(y)) => x.0.shape == y.0.shape && x.1.shape == y.1.shape,
+        _ => a == b,
+    }
 }
 
 fn plan<'p>(egraph: &EG, target: &'p Pattern<Mdl>, subst: &Subst) -> Option<Plan<'p>> {
@@ -644,6 +665,15 @@ mod tests {
         );
         assert_eq!(stats.rejected_type, 1);
         assert_eq!(ex.egraph.total_number_of_nodes(), 6);
+    }
+
+    #[test]
+    fn target_of_another_shape_never_joins_the_class() {
+        let rules = "bad: (split_0 (split 1 (concat 1 2 ?a ?b))) => ?b";
+        let prog = "(split_0 (split 1 (concat 1 2 (input a@2_3) (input b@2_5))))";
+        let (mut ex, stats) = explore(rules, prog, &Config::default());
+        assert_eq!(stats.rejected_type, 1);
+        assert!(!same_class(&mut ex, prog, "(input b@2_5)"));
     }
 
     #[test]
