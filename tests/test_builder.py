@@ -201,3 +201,11 @@ def test_from_choices_errors():
         Graph.from_choices(ex2, {0: 0, 1: 1, 2: 4, 3: 3})
     with pytest.raises(GraphError, match="belongs"):
         Graph.from_choices(ex2, {0: 0, 1: 1, 2: 3, 3: 3})
+
+
+def test_rank1_symbol_cannot_enter_the_flat_form():
+    b = GraphBuilder()
+    g = b.finish([b.reshape(b.input((4, 2), name="x"), (8,))])
+    assert g.type_of(g.outputs[0]).shape == (8,)
+    with pytest.raises(GraphError, match="integer"):
+        g.to_flat()

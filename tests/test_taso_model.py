@@ -120,3 +120,11 @@ def test_type_error_names_node():
 def test_missing_file():
     with pytest.raises(FileNotFoundError):
         load("/nonexistent/x.model")
+
+
+@needs_data
+def test_inceptionv3_runs_in_float32():
+    g = load(DATA / "inceptionv3.model")
+    (out,) = run(g, random_feeds(g, dtype="float32"))
+    assert out.shape == (1, 2048, 1, 1) and out.dtype == np.float32
+    assert np.isfinite(out).all() and np.abs(out).max() > 0

@@ -15,6 +15,7 @@ Conversions:
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -154,6 +155,7 @@ def split_symbol(sym: str) -> tuple[str, tuple[int, ...]]:
 
 
 _BAD_NAME_CHARS = set(" \t\n()@;\"'")
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
 class Graph:
@@ -316,6 +318,11 @@ class Graph:
         out: list[tuple[str, Any]] = []
         it = iter(node.inputs)
         for n, k in signatures()[node.op]:
+            if k == "sym" and _INT_TEXT.fullmatch(str(node.params[n])):
+                raise GraphError(
+                    f"node '{node.name}': {node.op} symbol `{node.params[n]}` would read as an "
+                    "integer in the flat form (rank-1 shapes/permutations are not expressible)"
+                )
             if k in ("int", "sym"):
                 out.append(("leaf", str(node.params[n])))
             else:
