@@ -1,0 +1,453 @@
+"""ILP extraction (Tensat, MLSys'21, section 5.1) with PuLP: CBC by default, HiGHS optional.
+
+Formulation over the pruned e-graph (see :func:`prune`): a binary ``x_i`` per node;
+
+* each root class: ``sum_{i in root} x_i = 1``;
+* each node ``i`` and each distinct child class ``c``: ``x_i <= sum_{j in c} x_j``;
+* forbidden (cycle filter list) nodes are absent (``x_i = 0``);
+* minimise ``sum_i cost_i x_i``.
+
+Acyclicity is enforced either lazily (``cycle_constraints="lazy"``: solve, find cycles in
+the chosen graph, forbid each (``sum x over its nodes <= len - 1``), re-solve) or with the
+paper's topological order variables (``"order"``: ``t_g(i) - t_c - eps + A (1 - x_i) >= 0``
+for every node ``i`` and child class ``c`` in the same strongly connected component), or not
+at all (``"none"``: a cyclic answer falls back to greedy).
+
+The greedy DAG choice is the warm start (CBC) and the floor: the result is never costlier.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+
+import pulp
+
+from tensat_py.egraph import ExtractionProblem
+
+__all__ = ["IlpOutcome", "prune", "solve_ilp"]
+
+
+@dataclass
+class IlpOutcome:
+    """What the ILP produced.
+
+    Attributes:
+        choices: class -> node (reachable from the roots), or ``None`` when no acyclic
+            solution was obtained.
+        status: ``"optimal"`` (proved) or ``"feasible"`` (time limit hit with a solution),
+            or ``"none"`` when ``choices`` is ``None``.
+        message: details (rounds, cycle cuts added, solver status, why it failed).
+        rounds: number of solver calls.
+        cuts: number of cycle constraints added (lazy mode).
+    """
+
+    choices: dict[int, int] | None
+    status: str
+    message: str
+    rounds: int = 0
+    cuts: int = 0
+
+
+def prune(problem: ExtractionProblem) -> list[bool]:
+    """Nodes that can appear in some acyclic extraction from the roots.
+
+    Keeps a node when it is not forbidden, does not have its own class as a child, every
+    child class is buildable (least fixpoint: a class is buildable when one of its kept nodes
+    has only buildable children — this subsumes dropping nodes whose child class has no
+    allowed node) and its class is reachable from the roots through kept nodes.
+
+    Returns:
+        one bool per node: kept.
+    """
+    n = problem.num_nodes
+    forbidden = problem.forbidden_mask()
+    allowed = [
+        not forbidden[i] and problem.node_eclass[i] not in problem.node_children[i]
+        for i in range(n)
+    ]
+    # Least fixpoint of buildable classes, with a counter of unbuilt children per node.
+    parents: list[list[int]] = [[] for _ in range(problem.num_classes)]
+    missing = [0] * n
+    for i in range(n):
+        if not allowed[i]:
+            continue
+        kids = set(problem.node_children[i])
+        missing[i] = len(kids)
+        for c in kids:
+            parents[c].append(i)
+    built = [False] * problem.num_classes
+    queue = [i for i in range(n) if allowed[i] and missing[i] == 0]
+    while queue:
+        i = queue.pop()
+        c = problem.node_eclass[i]
+        if built[c]:
+            continue
+        built[c] = True
+        for j in parents[c]:
+            missing[j] -= 1
+            if missing[j] == 0:
+                queue.append(j)
+    keep = [allowed[i] and missing[i] == 0 for i in range(n)]
+    # Reachability from the roots through kept nodes.
+    by_class = problem.class_nodes()
+    reach = [False] * problem.num_classes
+    stack = [r for r in problem.roots if built[r]]
+    while stack:
+        c = stack.pop()
+        if reach[c]:
+            continue
+        reach[c] = True
+        for i in by_class[c]:
+            if keep[i]:
+                stack.extend(d for d in problem.node_children[i] if not reach[d])
+    return [keep[i] and reach[problem.node_eclass[i]] for i in range(n)]
+
+
+def _sccs(num: int, edges: list[list[int]]) -> list[int]:
+    """Strongly connected component id per vertex (iterative Tarjan)."""
+    index = [-1] * num
+    low = [0] * num
+    on = [False] * num
+    comp = [-1] * num
+    stack: list[int] = []
+    counter = 0
+    ncomp = 0
+    for s in range(num):
+        if index[s] >= 0:
+            continue
+        work = [(s, 0)]
+        index[s] = low[s] = counter
+        counter += 1
+        stack.append(s)
+        on[s] = True
+        while work:
+            v, k = work[-1]
+            if k < len(edges[v]):
+                work[-1] = (v, k + 1)
+                w = edges[v][k]
+                if index[w] < 0:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on[w] = True
+                    work.append((w, 0))
+                elif on[w]:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
+                if low[v] == index[v]:
+                    while True:
+                        w = stack.pop()
+                        on[w] = False
+                        comp[w] = ncomp
+                        if w == v:
+                            break
+                    ncomp += 1
+    return comp
+
+
+def _solver(solver: str, time_limit: float, warm_start: bool) -> pulp.LpSolver:
+    limit = max(1.0, time_limit)
+    if solver == "cbc":
+        with warnings.catch_warnings():
+            # PuLP 3.3 deprecates the bundled CBC in favour of a system one (COIN_CMD); the
+            # bundled binary is the one that is always there.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, warmStart=warm_start)
+    if solver == "highs":
+        # PuLP's highspy interface takes no initial solution: no warm start for HiGHS.
+        return pulp.HiGHS(msg=False, timeLimit=limit)
+    raise ValueError(f"unknown solver {solver!r} (expected 'cbc' or 'highs')")
+
+
+def _choose(
+    problem: ExtractionProblem, selected: list[bool], kept: list[bool]
+) -> tuple[dict[int, int] | None, list[list[int]]]:
+    """Turns a 0/1 solution into a choice, or finds cycles that block one.
+
+    Among the selected nodes, builds classes bottom-up (a class is built by a selected node
+    whose children are all built, cheapest first); if every root gets built, the choice is
+    acyclic and costs at most the ILP objective. Otherwise the unbuilt selected part
+    reachable from the roots holds cycles; they are returned as lists of classes, each
+    class's chosen node having the next class (cyclically) as a child.
+    """
+    n = problem.num_nodes
+    nc = problem.num_classes
+    sel = [selected[i] and kept[i] for i in range(n)]
+    # Bottom-up tree-cost build over selected nodes (Dijkstra-like fixpoint, small sets).
+    cost = [math.inf] * nc
+    best: list[int | None] = [None] * nc
+    changed = True
+    order = [i for i in range(n) if sel[i]]
+    while changed:
+        changed = False
+        for i in order:
+            c = problem.node_cost[i] + sum(cost[d] for d in problem.node_children[i])
+            k = problem.node_eclass[i]
+            if c < cost[k]:
+                cost[k] = c
+                best[k] = i
+                changed = True
+    if all(best[r] is not None for r in problem.roots):
+        choices = problem.reachable({c: b for c, b in enumerate(best) if b is not None})
+        return choices, []
+    # Cycles among unbuilt classes: every selected node of an unbuilt class has an unbuilt
+    # child (or the class has no selected node: an infeasible solution, no cycle to cut).
+    by_class: list[list[int]] = [[] for _ in range(nc)]
+    for i in order:
+        by_class[problem.node_eclass[i]].append(i)
+    cycles: list[list[int]] = []
+    colour = [0] * nc
+    for r in problem.roots:
+        if best[r] is not None or colour[r]:
+            continue
+        colour[r] = 1
+        path: list[tuple[int, int]] = [(r, -1)]  # (class, node used to enter next)
+        edges = [iter([(i, d) for i in by_class[r] for d in problem.node_children[i]])]
+        while edges:
+            nxt = next(edges[-1], None)
+            if nxt is None:
+                colour[path.pop()[0]] = 2
+                edges.pop()
+                continue
+            i, d = nxt
+            if best[d] is not None:
+                continue
+            if colour[d] == 1:
+                # cycle of classes: from d's position on the path to here
+                start = next(k for k, (c, _) in enumerate(path) if c == d)
+                cycles.append([c for c, _ in path[start:]])
+                if len(cycles) >= 200:
+                    return None, cycles
+            elif colour[d] == 0:
+                colour[d] = 1
+                path.append((d, i))
+                edges.append(iter([(j, e) for j in by_class[d] for e in problem.node_children[j]]))
+    return None, cycles
+
+
+def solve_ilp(
+    problem: ExtractionProblem,
+    *,
+    solver: str = "cbc",
+    time_limit: float = 60.0,
+    cycle_constraints: str = "lazy",
+    order_vars: str = "real",
+    warm_start: dict[int, int] | None = None,
+) -> IlpOutcome:
+    """Solves the extraction ILP.
+
+    Args:
+        problem: the e-graph.
+        solver: ``"cbc"`` or ``"highs"``.
+        time_limit: wall-clock budget in seconds for all solver calls together.
+        cycle_constraints: ``"lazy"``, ``"order"`` or ``"none"``.
+        order_vars: ``"real"`` (``t`` in [0, 1], eps = 1/M, A = 2) or ``"int"`` (integer
+            ``t`` in [0, M-1], eps = 1, A = M), M = size of the largest cyclic component.
+        warm_start: an acyclic choice to start from (CBC only), e.g. the greedy DAG.
+
+    Returns:
+        an :class:`IlpOutcome`; ``choices`` is ``None`` when no acyclic solution was found
+        in time (the caller falls back to greedy).
+
+    Raises:
+        ValueError: on an unknown solver, mode or ``order_vars``.
+    """
+    if cycle_constraints not in ("lazy", "order", "none"):
+        raise ValueError(
+            f"unknown cycle_constraints {cycle_constraints!r} (expected 'lazy', 'order', 'none')"
+        )
+    if order_vars not in ("real", "int"):
+        raise ValueError(f"unknown order_vars {order_vars!r} (expected 'real' or 'int')")
+    _solver(solver, 1.0, False)  # validates the name
+    start = time.perf_counter()
+    kept = prune(problem)
+    n = problem.num_nodes
+    by_class: dict[int, list[int]] = {}
+    for i in range(n):
+        if kept[i]:
+            by_class.setdefault(problem.node_eclass[i], []).append(i)
+    missing_roots = [r for r in problem.roots if r not in by_class]
+    if missing_roots:
+        return IlpOutcome(None, "none", f"root class {missing_roots[0]} cannot be built")
+
+    lp = pulp.LpProblem("tensat_extraction", pulp.LpMinimize)
+    x = {i: lp.add_variable(f"x{i}", 0, 1, cat=pulp.LpBinary) for i in range(n) if kept[i]}
+    lp += pulp.lpSum(problem.node_cost[i] * v for i, v in x.items())
+    for r in set(problem.roots):
+        lp += pulp.lpSum(x[i] for i in by_class[r]) == 1, f"root_{r}"
+    for i, v in x.items():
+        for c in sorted(set(problem.node_children[i])):
+            lp += v <= pulp.lpSum(x[j] for j in by_class[c]), f"child_{i}_{c}"
+
+    # Class graph of kept nodes, its strongly connected components.
+    classes = sorted(by_class)
+    cidx = {c: k for k, c in enumerate(classes)}
+    edges: list[list[int]] = [[] for _ in classes]
+    for i in x:
+        edges[cidx[problem.node_eclass[i]]].extend(cidx[c] for c in problem.node_children[i])
+    comp = _sccs(len(classes), edges)
+    sizes: dict[int, int] = {}
+    for k in comp:
+        sizes[k] = sizes.get(k, 0) + 1
+    cyclic = any(s > 1 for s in sizes.values())
+
+    rounds = 0
+    cuts = 0
+    if cycle_constraints == "lazy" and cyclic:
+        # Cut every 2-cycle of classes up front: the commonest cycles (a rewrite and its
+        # inverse), cheap to find, saves solver rounds.
+        succ = [set(e) for e in edges]
+        for a in range(len(classes)):
+            for b in succ[a]:
+                if a < b and a in succ[b]:
+                    lp += (
+                        _cycle_cut(problem, by_class, x, [classes[a], classes[b]]),
+                        f"cycle_{cuts}",
+                    )
+                    cuts += 1
+
+    if cycle_constraints == "order" and cyclic:
+        m = max(sizes.values())
+        in_cycle = [k for k in range(len(classes)) if sizes[comp[k]] > 1]
+        if order_vars == "real":
+            t = {k: lp.add_variable(f"t{classes[k]}", 0, 1) for k in in_cycle}
+            eps, big = 1.0 / m, 2.0
+        else:
+            t = {
+                k: lp.add_variable(f"t{classes[k]}", 0, m - 1, cat=pulp.LpInteger) for k in in_cycle
+            }
+            eps, big = 1.0, float(m)
+        for i, v in x.items():
+            g = cidx[problem.node_eclass[i]]
+            for c in sorted(set(problem.node_children[i])):
+                k = cidx[c]
+                if comp[k] == comp[g] and sizes[comp[g]] > 1:
+                    lp += t[g] - t[k] - eps + big * (1 - v) >= 0, f"order_{i}_{c}"
+        if warm_start:
+            _warm_order(problem, warm_start, t, cidx, comp, m, order_vars)
+
+    if warm_start:
+        chosen = set(warm_start.values())
+        for i, v in x.items():
+            v.setInitialValue(1 if i in chosen else 0)
+
+    last_status = "no solve"
+    while True:
+        remaining = time_limit - (time.perf_counter() - start)
+        if remaining <= 0:
+            return IlpOutcome(
+                None,
+                "none",
+                f"time limit reached after {rounds} solves ({last_status})",
+                rounds,
+                cuts,
+            )
+        lp.solve(_solver(solver, remaining, bool(warm_start) and solver == "cbc"))
+        rounds += 1
+        sol = lp.sol_status
+        last_status = pulp.LpSolution.get(sol, str(sol))
+        if sol not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+            return IlpOutcome(None, "none", f"solver: {last_status}", rounds, cuts)
+        values = {i: v.value() for i, v in x.items()}
+        if any(val is None for val in values.values()):
+            return IlpOutcome(
+                None, "none", f"solver returned no values ({last_status})", rounds, cuts
+            )
+        selected = [False] * n
+        for i, val in values.items():
+            selected[i] = val > 0.5
+        choices, cycles = _choose(problem, selected, kept)
+        status = "optimal" if sol == pulp.LpSolutionOptimal else "feasible"
+        if choices is not None:
+            msg = f"{status} after {rounds} solve(s), {cuts} cycle cut(s), {solver}"
+            return IlpOutcome(choices, status, msg, rounds, cuts)
+        if not cycles:
+            return IlpOutcome(None, "none", "solver solution is infeasible", rounds, cuts)
+        if cycle_constraints != "lazy":
+            return IlpOutcome(
+                None, "none", f"solution is cyclic ({len(cycles)} cycle(s) found)", rounds, cuts
+            )
+        for cyc in cycles:
+            lp += _cycle_cut(problem, by_class, x, cyc), f"cycle_{cuts}"
+            cuts += 1
+            for k, con in enumerate(_exit_cuts(problem, by_class, x, cyc)):
+                lp += con, f"exit_{cuts}_{k}"
+        # Keep the warm start (acyclic, so it satisfies every cut) for the next round.
+        if warm_start:
+            chosen = set(warm_start.values())
+            for i, v in x.items():
+                v.setInitialValue(1 if i in chosen else 0)
+
+
+def _cycle_cut(
+    problem: ExtractionProblem,
+    by_class: dict[int, list[int]],
+    x: dict[int, pulp.LpVariable],
+    cycle: list[int],
+) -> pulp.LpConstraint:
+    """Forbids a cycle of classes ``c0 -> c1 -> ... -> c0``: at most ``k - 1`` of its ``k``
+    edges may be used, an edge ``c -> d`` being used by any selected node of ``c`` with
+    child ``d``. Valid because some optimal solution selects one node per class."""
+    k = len(cycle)
+    terms = []
+    for j, c in enumerate(cycle):
+        d = cycle[(j + 1) % k]
+        terms.extend(x[i] for i in by_class[c] if d in problem.node_children[i])
+    return pulp.lpSum(terms) <= k - 1
+
+
+def _exit_cuts(
+    problem: ExtractionProblem,
+    by_class: dict[int, list[int]],
+    x: dict[int, pulp.LpVariable],
+    cycle: list[int],
+) -> list[pulp.LpConstraint]:
+    """For the class set ``S`` of a cycle: if a class of ``S`` is built, some selected node
+    of ``S`` has no child in ``S`` (the walk through ``S`` must leave it). One constraint per
+    class of ``S``; valid for every acyclic one-node-per-class solution."""
+    members = set(cycle)
+    exits = [
+        x[i] for c in cycle for i in by_class[c] if members.isdisjoint(problem.node_children[i])
+    ]
+    return [pulp.lpSum(exits) >= pulp.lpSum(x[i] for i in by_class[a]) for a in cycle]
+
+
+def _warm_order(
+    problem: ExtractionProblem,
+    warm: dict[int, int],
+    t: dict[int, pulp.LpVariable],
+    cidx: dict[int, int],
+    comp: list[int],
+    m: int,
+    order_vars: str,
+) -> None:
+    """Initial order values consistent with the acyclic warm choice: the height of each
+    chosen class above its descendants in the same component (at most ``m - 1``)."""
+    height: dict[int, int] = {}
+    for root in warm:
+        stack = [(root, False)]
+        while stack:
+            d, done = stack.pop()
+            if d in height:
+                continue
+            kids = [
+                k
+                for k in set(problem.node_children[warm[d]])
+                if k in cidx and d in cidx and comp[cidx[k]] == comp[cidx[d]]
+            ]
+            if done:
+                height[d] = 1 + max((height[k] for k in kids), default=-1)
+            else:
+                stack.append((d, True))
+                stack.extend((k, False) for k in kids if k not in height)
+    for c, k in cidx.items():
+        if k in t:
+            val = min(height.get(c, 0), m - 1)
+            t[k].setInitialValue(val / m if order_vars == "real" else val)

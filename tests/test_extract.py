@@ -1,0 +1,213 @@
+"""Extraction: greedy tree, greedy DAG (Rust) and the ILP (PuLP, CBC / HiGHS)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from pathlib import Path
+
+import pytest
+from tensat_py.egraph import ExtractionProblem, load_json
+from tensat_py.extract import extract
+from tensat_py.extract.greedy import greedy_dag, greedy_tree, native_available
+from tensat_py.extract.ilp import prune
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
+# Reference optimum (CPLEX, 10 h; SmoothE artifact) of the full e-graphs.
+OPTIMUM = {"tensat_vgg": 4.85076, "tensat_resnet50": 4.38579, "tensat_bert": 0.70472}
+
+
+def make(
+    nodes: list[tuple[int, list[int], float]], roots: list[int], forbidden=()
+) -> ExtractionProblem:
+    """nodes: (class, child classes, cost)."""
+    return ExtractionProblem(
+        node_op=[f"n{i}" for i in range(len(nodes))],
+        node_eclass=[n[0] for n in nodes],
+        node_children=[list(n[1]) for n in nodes],
+        node_cost=[float(n[2]) for n in nodes],
+        num_classes=1 + max(n[0] for n in nodes),
+        roots=roots,
+        forbidden=set(forbidden),
+    )
+
+
+def brute_force(p: ExtractionProblem) -> float:
+    """Least DAG cost over every choice function (tiny problems only)."""
+    forbidden = p.forbidden_mask()
+    options = [[i for i in nodes if not forbidden[i]] or [None] for nodes in p.class_nodes()]
+    best = math.inf
+    for combo in itertools.product(*options):
+        choices = {c: n for c, n in enumerate(combo) if n is not None}
+        if p.check_choice(choices) is None:
+            best = min(best, p.dag_cost(choices))
+    return best
+
+
+def assert_valid(p: ExtractionProblem, r) -> None:
+    assert p.check_choice(r.choices) is None, r
+    assert r.choices == p.reachable(r.choices)
+    assert r.cost == pytest.approx(p.dag_cost(r.choices), abs=1e-12)
+
+
+# X cost 3; A = {a1(X) 1 | a2 3}; B = {b1(X) 1 | b2 3}; root R = r(A, B).
+# Greedy (tree and DAG) picks a2, b2: 6. Optimum shares X: 3 + 1 + 1 = 5.
+SHARED = make(
+    [(0, [], 3), (1, [0], 1), (1, [], 3), (2, [0], 1), (2, [], 3), (3, [1, 2], 0)], roots=[3]
+)
+
+# A = {a leaf 5 | f(B) 0}; B = {g(A) 0 | b leaf 4}; root R = h(A) 1. Choosing f and g is a
+# zero-cost cycle (objective 1 without acyclicity); the optimum is h, f, b = 5.
+CYCLIC = make([(0, [], 5), (0, [1], 0), (1, [0], 0), (1, [], 4), (2, [0], 1)], roots=[2])
+
+
+def test_greedy_on_shared() -> None:
+    for ex in ("greedy", "greedy-dag"):
+        r = extract(SHARED, extractor=ex)
+        assert r.status == "greedy"
+        assert r.cost == 6
+        assert_valid(SHARED, r)
+
+
+@pytest.mark.parametrize("solver", ["cbc", "highs"])
+@pytest.mark.parametrize("mode", ["lazy", "order"])
+def test_ilp_beats_greedy_on_shared(solver: str, mode: str) -> None:
+    r = extract(SHARED, solver=solver, cycle_constraints=mode, time_limit=10)
+    assert r.status == "optimal", r
+    assert r.cost == 5
+    assert r.choices == {3: 5, 1: 1, 2: 3, 0: 0}
+    assert_valid(SHARED, r)
+
+
+@pytest.mark.parametrize("solver", ["cbc", "highs"])
+@pytest.mark.parametrize(
+    ("mode", "order_vars"), [("lazy", "real"), ("order", "real"), ("order", "int")]
+)
+def test_ilp_cyclic(solver: str, mode: str, order_vars: str) -> None:
+    r = extract(CYCLIC, solver=solver, cycle_constraints=mode, order_vars=order_vars, time_limit=10)
+    assert r.status == "optimal", r
+    assert r.cost == 5
+    assert r.choices == {2: 4, 0: 1, 1: 3}
+    assert_valid(CYCLIC, r)
+
+
+def test_ilp_without_cycle_constraints_falls_back_or_is_acyclic() -> None:
+    r = extract(CYCLIC, cycle_constraints="none", time_limit=10)
+    assert_valid(CYCLIC, r)
+    assert r.status in ("optimal", "fallback-greedy")
+    assert r.cost == 5  # greedy finds the optimum here
+
+
+def test_forbidden_nodes_are_never_chosen() -> None:
+    p = make([(0, [], 5), (0, [1], 0), (1, [0], 0), (1, [], 4), (2, [0], 1)], [2], forbidden={3})
+    for ex in ("greedy", "greedy-dag", "ilp"):
+        r = extract(p, extractor=ex, time_limit=10)
+        assert r.choices == {2: 4, 0: 0}, ex
+        assert r.cost == 6
+
+
+def test_unbuildable_root_raises() -> None:
+    p = make([(0, [], 1), (1, [0], 1)], roots=[1], forbidden={0})
+    for ex in ("greedy", "greedy-dag", "ilp"):
+        with pytest.raises(ValueError, match="cannot be built"):
+            extract(p, extractor=ex)
+
+
+def test_bad_options() -> None:
+    with pytest.raises(ValueError, match="unknown extractor"):
+        extract(SHARED, extractor="magic")
+    with pytest.raises(ValueError, match="unknown solver"):
+        extract(SHARED, solver="gurobi")
+    with pytest.raises(ValueError, match="cycle_constraints"):
+        extract(SHARED, cycle_constraints="eager")
+
+
+def test_prune_drops_self_loops_forbidden_and_unreachable() -> None:
+    # class 0 leaf; class 1 = {s(1) self loop, t(0)}; class 2 unreachable; class 3 = {u(4)}
+    # where class 4 only has a forbidden node; root class 5 = {r(1), v(3)}.
+    p = make(
+        [
+            (0, [], 1),
+            (1, [1], 0),
+            (1, [0], 1),
+            (2, [], 1),
+            (3, [4], 1),
+            (4, [], 1),
+            (5, [1], 0),
+            (5, [3], 0),
+        ],
+        roots=[5],
+        forbidden={5},
+    )
+    assert prune(p) == [True, False, True, False, False, False, True, False]
+
+
+def random_problem(rng: random.Random, classes: int) -> ExtractionProblem:
+    nodes = [(c, [], rng.choice([0.0, 0.5, 1.0, 2.0])) for c in range(classes)]
+    nodes = []
+    for c in range(classes):
+        for _ in range(rng.randint(1, 2)):
+            kids = [rng.randrange(classes) for _ in range(rng.randint(0, 2))]
+            nodes.append((c, kids, rng.choice([0.0, 0.5, 1.0, 2.0, 3.0])))
+    nodes.append((classes - 1, [], 9.0))  # the root can always be built
+    forbidden = {i for i in range(len(nodes) - 1) if rng.random() < 0.1}
+    return make(nodes, roots=[classes - 1], forbidden=forbidden)
+
+
+def test_random_small_against_brute_force() -> None:
+    rng = random.Random(7)
+    for _ in range(12):
+        p = random_problem(rng, rng.randint(2, 5))
+        opt = brute_force(p)
+        dag = extract(p, extractor="greedy-dag")
+        tree = extract(p, extractor="greedy")
+        assert_valid(p, dag)
+        assert_valid(p, tree)
+        assert dag.cost <= tree.cost + 1e-12
+        for mode in ("lazy", "order"):
+            r = extract(p, cycle_constraints=mode, time_limit=10)
+            assert_valid(p, r)
+            assert r.cost == pytest.approx(opt), (mode, r, p)
+            assert r.cost <= dag.cost + 1e-12
+
+
+@pytest.mark.skipif(not native_available(), reason="tensat_py._core lacks greedy_tree/greedy_dag")
+def test_native_matches_python_mirror() -> None:
+    rng = random.Random(3)
+    for _ in range(100):
+        p = random_problem(rng, rng.randint(2, 9))
+        assert greedy_tree(p, native=True) == greedy_tree(p, native=False)
+        assert greedy_dag(p, native=True) == greedy_dag(p, native=False)
+
+
+def data_file(name: str) -> Path:
+    path = DATA / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"reference e-graphs not present ({DATA}); see ../shared/data/README.md")
+    return path
+
+
+@pytest.mark.parametrize("name", ["tensat_vgg_acyclic", "tensat_resnet50_acyclic"])
+@pytest.mark.parametrize("solver", ["cbc", "highs"])
+def test_real_acyclic_files(name: str, solver: str) -> None:
+    p = load_json(data_file(name))
+    dag = extract(p, extractor="greedy-dag")
+    assert_valid(p, dag)
+    r = extract(p, solver=solver, time_limit=20)
+    assert_valid(p, r)
+    assert r.status == "optimal", r
+    assert r.cost <= dag.cost + 1e-9
+    base = name.removesuffix("_acyclic")
+    assert r.cost >= OPTIMUM[base] - 1e-4  # a filtered e-graph cannot beat the full optimum
+
+
+@pytest.mark.parametrize("name", ["tensat_vgg", "tensat_resnet50", "tensat_bert"])
+def test_real_full_files_greedy(name: str) -> None:
+    p = load_json(data_file(name))
+    tree = extract(p, extractor="greedy")
+    dag = extract(p, extractor="greedy-dag")
+    for r in (tree, dag):
+        assert_valid(p, r)
+        assert r.cost >= OPTIMUM[name] - 1e-4
+    assert dag.cost <= tree.cost + 1e-12
