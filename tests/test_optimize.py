@@ -1,0 +1,116 @@
+"""End to end: optimize() and the `tensat` command on small graphs and the zoo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import tensat_py
+from tensat_py.builder import GraphBuilder
+from tensat_py.cli import main
+
+TASO_MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "taso-models"
+needs_models = pytest.mark.skipif(
+    not TASO_MODELS.is_dir(), reason=f"TASO .model files not found at {TASO_MODELS}"
+)
+
+
+def _shared_input_matmuls() -> tensat_py.Graph:
+    b = GraphBuilder()
+    x = b.input((64, 256), name="x")
+    q = b.matmul(x, b.weight((256, 256), name="wq"))
+    k = b.matmul(x, b.weight((256, 256), name="wk"))
+    return b.finish([q, k])
+
+
+@pytest.mark.parametrize("extractor", ["greedy", "greedy-dag", "ilp"])
+def test_shared_input_matmuls_are_merged_and_verified(extractor: str) -> None:
+    g = _shared_input_matmuls()
+    res = tensat_py.optimize(g, extractor=extractor)
+    assert res.cost_after < res.cost_before
+    if extractor != "greedy":  # tree cost counts the shared matmul twice (paper, section 5)
+        assert res.graph.op_counts().get("matmul", 0) == 1
+    assert res.verify is not None and res.verify.passed
+    assert res.stats["stop_reason"] in {"saturated", "iter_limit", "node_limit", "time_limit"}
+
+
+def test_result_never_costs_more_than_the_input() -> None:
+    b = GraphBuilder()
+    x = b.input((8, 8), name="x")
+    g = b.finish([b.tanh(x)])
+    res = tensat_py.optimize(g)
+    assert res.cost_after == res.cost_before
+    assert len(res.graph) == len(g)
+
+
+@pytest.mark.parametrize("cycle_filter", ["efficient", "vanilla", "none"])
+def test_every_cycle_filter_gives_a_verified_program(cycle_filter: str) -> None:
+    res = tensat_py.optimize(_shared_input_matmuls(), cycle_filter=cycle_filter)
+    assert res.verify is not None and res.verify.passed
+    assert res.cost_after <= res.cost_before
+
+
+def test_node_limit_is_reported_as_stop_reason() -> None:
+    res = tensat_py.optimize(tensat_py.load("bert"), node_limit=500, extractor="greedy-dag")
+    assert res.stats["stop_reason"] == "node_limit"
+    assert res.verify is not None and res.verify.passed
+
+
+def test_bert_cost_drops_with_the_ilp() -> None:
+    res = tensat_py.optimize(tensat_py.load("bert"), extractor="ilp", time_limit=30.0)
+    assert res.cost_after < res.cost_before
+    assert res.verify is not None and res.verify.max_rel_error <= 1e-9
+    # The paper's Figure 7: matmuls sharing an input become one matmul on concatenated
+    # weights, whose parts are split off again.
+    counts = res.graph.op_counts()
+    assert counts.get("concat", 0) >= 1 and counts.get("split", 0) >= 1
+
+
+def test_nasrnn_verifies_and_costs_no_more() -> None:
+    res = tensat_py.optimize(tensat_py.load("nasrnn"), extractor="greedy-dag")
+    assert res.cost_after <= res.cost_before
+    assert res.verify is not None and res.verify.passed
+
+
+@needs_models
+@pytest.mark.parametrize("name", ["squeezenet", "vgg", "inceptionv3"])
+def test_taso_models_verify_and_cost_no_more(name: str) -> None:
+    g = tensat_py.load(str(TASO_MODELS / f"{name}.model"))
+    res = tensat_py.optimize(g, extractor="ilp", time_limit=20.0)
+    assert res.cost_after <= res.cost_before
+    assert res.verify is not None and res.verify.passed
+
+
+def test_cli_json_has_the_documented_keys() -> None:
+    out = CliRunner().invoke(main, ["optimize", "nasrnn", "--extractor", "greedy", "--json"])
+    assert out.exit_code == 0, out.output
+    obj = json.loads(out.output)
+    assert set(obj) == {"cost_before", "cost_after", "extraction_status", "stats", "verify"}
+    assert set(obj["stats"]) == {
+        "enodes",
+        "eclasses",
+        "iterations",
+        "stop_reason",
+        "filtered_enodes",
+        "explore_seconds",
+        "extract_seconds",
+    }
+    assert set(obj["verify"]) == {"max_abs_error", "max_rel_error"}
+    assert obj["cost_after"] <= obj["cost_before"]
+
+
+def test_cli_reports_unknown_target_without_traceback() -> None:
+    out = CliRunner().invoke(main, ["optimize", "no-such-model"])
+    assert out.exit_code == 2
+    assert "error:" in out.output and "Traceback" not in out.output
+
+
+def test_cli_reports_rule_syntax_errors_with_location(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.rules"
+    bad.write_text("ok: (relu ?x) => (relu ?x)\nbroken: (frobnicate ?x) => ?x\n")
+    out = CliRunner().invoke(main, ["optimize", "nasrnn", "--rules", str(bad)])
+    assert out.exit_code == 2
+    assert f"{bad}:2:" in out.output and "frobnicate" in out.output
