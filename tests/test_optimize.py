@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
 import tensat_py
+from click.testing import CliRunner
 from tensat_py.builder import GraphBuilder
 from tensat_py.cli import main
 

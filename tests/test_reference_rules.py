@@ -13,14 +13,14 @@ import re
 from pathlib import Path
 
 import pytest
-
 from tensat_py import _core
 from tensat_py.pipeline import load_rules
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "tensat-rules"
 
 pytestmark = pytest.mark.skipif(
-    not DATA.is_dir(), reason=f"reference rules not found at {DATA} (needs ../shared beside the repo)"
+    not DATA.is_dir(),
+    reason=f"reference rules not found at {DATA} (needs ../shared beside the repo)",
 )
 
 

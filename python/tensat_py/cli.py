@@ -32,10 +32,14 @@ def main() -> None:
 @main.command()
 @click.argument("target")
 @click.option("--rules", default="taso", show_default=True, help="Rule file name or path.")
-@click.option("--k-multi", default=1, show_default=True, help="Iterations with multi-pattern rules.")
+@click.option(
+    "--k-multi", default=1, show_default=True, help="Iterations with multi-pattern rules."
+)
 @click.option("--node-limit", default=50_000, show_default=True, help="E-node limit.")
 @click.option("--iter-limit", default=15, show_default=True, help="Iteration limit.")
-@click.option("--time-limit", default=60.0, show_default=True, help="Seconds for exploration (and ILP).")
+@click.option(
+    "--time-limit", default=60.0, show_default=True, help="Seconds for exploration (and ILP)."
+)
 @click.option(
     "--cycle-filter",
     type=click.Choice(["efficient", "vanilla", "none"]),

@@ -251,6 +251,7 @@ impl EGraph {
     }
 
     /// Explore with `rules`; returns the statistics as a dict (seconds as floats).
+    #[allow(clippy::too_many_arguments)] // keyword arguments of the Python method
     #[pyo3(signature = (rules, k_multi=1, node_limit=50_000, iter_limit=15, time_limit=60.0, cycle_filter="efficient"))]
     fn saturate<'py>(
         &mut self,
