@@ -190,5 +190,8 @@ def rules_list(file: str) -> None:
     click.echo(f"{len(rs)} rules ({rs.num_multi()} multi-pattern)")
 
 
+# -- subcommands from their own modules are registered below (one import + add_command each) --
+
+
 if __name__ == "__main__":
     main()
