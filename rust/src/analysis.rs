@@ -417,6 +417,23 @@ pub fn infer<'a>(enode: &Mdl, data: impl Fn(Id) -> &'a Data) -> Result<Data, Str
             }
             Data::Tensor(Tensor::new(shape, x.constant))
         }
+        Mdl::Opaque(children) => {
+            let (first, operands) = children
+                .split_first()
+                .ok_or_else(|| err("needs a `name@d0_d1_...` type symbol".into()))?;
+            let s = sym(*first)?;
+            let text = s.as_str();
+            let dims = text
+                .rsplit_once('@')
+                .and_then(|(_, d)| parse_dims(d))
+                .ok_or_else(|| err(format!("type `{text}` is not `name@d0_d1_...`")))?;
+            for x in operands {
+                ten(*x)?;
+            }
+            // Never constant (it is not pre-computed) and no split positions: nothing the
+            // rules know about its operands is carried through it.
+            Data::Tensor(Tensor::new(dims, false))
+        }
         Mdl::BatchNorm([x, rest @ ..]) => {
             let x = ten(*x)?;
             if x.shape.len() < 2 {
@@ -591,6 +608,29 @@ mod tests {
             Data::Invalid(e) => assert!(e.contains("matmul") && e.contains("[2, 3]")),
             d => panic!("{d:?}"),
         }
+    }
+
+    #[test]
+    fn opaque_takes_its_type_from_the_symbol() {
+        assert_eq!(shape("(opaque softmax_3@2_5 (input x@2_5))"), vec![2, 5]);
+        assert_eq!(
+            shape("(opaque ln_1@4 (input x@4) (weight g@4) (weight b@4))"),
+            vec![4]
+        );
+        assert_eq!(shape("(opaque rand_0@3_3)"), vec![3, 3]);
+        // Weight-only operands do not make it constant, and concat splits stop at it.
+        match type_of("(opaque f_0@4_3 (concat 0 2 (weight a@2_3) (weight b@2_3)))") {
+            Data::Tensor(t) => assert!(!t.constant && t.splits.iter().all(|s| s.is_none())),
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(
+            type_of("(opaque f_0@4_3 (split 0 (concat 0 2 (weight a@2_3) (weight b@2_3))))"),
+            Data::Invalid(_)
+        ));
+        assert!(matches!(
+            type_of("(opaque f_0 (input x@2))"),
+            Data::Invalid(_)
+        ));
     }
 
     #[test]

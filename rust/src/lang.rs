@@ -74,6 +74,10 @@ define_language! {
         "dropout" = Dropout(Id),
         // `(noop a b)`: joins several outputs under one root; computes nothing.
         "noop" = Noop([Id; 2]),
+        // `(opaque name@d0_d1_... x1 x2 ...)`: an operator the language does not model.
+        // The first child is a symbol naming it (unique per node) and giving its output
+        // shape; the rest are its tensor operands (any number). Rules cannot see inside it.
+        "opaque" = Opaque(Box<[Id]>),
         // An integer parameter.
         Num(i64),
         // A symbol parameter (`name@shape`, `1_0`, ...).
@@ -203,6 +207,9 @@ pub const SIGNATURES: &[(&str, &[Arg])] = &[
     ),
     ("dropout", &[Tensor("x")]),
     ("noop", &[Tensor("a"), Tensor("b")]),
+    // Variadic: the `type` symbol is followed by any number of tensor operands, which this
+    // table does not list (rules cannot write an opaque node with operands).
+    ("opaque", &[Sym("type")]),
 ];
 
 /// Activation codes (TASO `ActiMode`): 0 none, 1 sigmoid, 2 relu, 3 tanh.
