@@ -47,12 +47,8 @@ def test_nasrnn_structure():
 
 
 def test_zoo_lookup():
-    assert {"bert", "nasrnn", "inceptionv3", "squeezenet", "vgg"} <= set(models.ZOO)
+    assert {"bert", "nasrnn", "inceptionv3", "squeezenet", "vgg19"} <= set(models.ZOO)
     assert models.get("NasRNN").op_counts()["matmul"] == 80
     with pytest.raises(KeyError, match="known"):
         models.get("alexnet")
-    if models.taso_model_dir() is None:
-        with pytest.raises(FileNotFoundError, match="TENSAT_TASO_MODELS"):
-            models.get("vgg")
-    else:
-        assert models.get("vgg").op_counts()["conv2d"] == 16
+    assert models.get("vgg19").op_counts()["conv2d"] == 16

@@ -1,10 +1,11 @@
-"""The model zoo: builders for Tensat's benchmark graphs.
+"""The model zoo: builders for the eight inference graphs of the TASO/Tensat evaluation.
 
-``ZOO`` maps a name to a zero-argument callable returning a :class:`~tensat_py.graph.Graph`;
-:func:`get` looks one up. ``bert`` and ``nasrnn`` are built in Python. ``inceptionv3``,
-``squeezenet`` and ``vgg`` are loaded from TASO's ``.model`` files when they can be found
-(the ``TENSAT_TASO_MODELS`` environment variable, or ``../shared/data/taso-models`` next
-to the repository); otherwise :func:`get` raises ``FileNotFoundError`` saying so.
+``ZOO`` maps a name to a zero-argument callable returning a :class:`~tensat_py.graph.Graph`
+with the published sizes; :func:`get` looks one up (case-insensitive). Every entry is
+built in Python: ``bert``, ``nasrnn``, ``nasneta``, ``resnext50``, ``inceptionv3``,
+``squeezenet``, ``vgg19`` and ``resnet50``. TASO ``.model`` files load through
+:func:`tensat_py.load` with a file path; :func:`taso_model_dir` finds the folder of
+Tensat's own files (used by tests that compare the builders with them).
 """
 
 from __future__ import annotations
@@ -15,9 +16,27 @@ from pathlib import Path
 
 from tensat_py.graph import Graph
 from tensat_py.models.bert import bert
+from tensat_py.models.inceptionv3 import inceptionv3
+from tensat_py.models.nasneta import nasneta
 from tensat_py.models.nasrnn import nasrnn
+from tensat_py.models.resnet50 import resnet50
+from tensat_py.models.resnext50 import resnext50
+from tensat_py.models.squeezenet import squeezenet
+from tensat_py.models.vgg19 import vgg19
 
-__all__ = ["ZOO", "bert", "nasrnn", "get", "taso_model_dir"]
+__all__ = [
+    "ZOO",
+    "bert",
+    "get",
+    "inceptionv3",
+    "nasneta",
+    "nasrnn",
+    "resnet50",
+    "resnext50",
+    "squeezenet",
+    "taso_model_dir",
+    "vgg19",
+]
 
 
 def taso_model_dir() -> Path | None:
@@ -35,29 +54,16 @@ def taso_model_dir() -> Path | None:
     return None
 
 
-def _taso(name: str) -> Callable[[], Graph]:
-    def load() -> Graph:
-        from tensat_py.frontends.taso_model import load as load_model
-
-        d = taso_model_dir()
-        if d is None or not (d / f"{name}.model").is_file():
-            raise FileNotFoundError(
-                f"model '{name}' needs TASO's {name}.model (set TENSAT_TASO_MODELS to its "
-                "folder); a Python builder for it is not written yet"
-            )
-        return load_model(d / f"{name}.model")
-
-    load.__doc__ = f"{name} loaded from TASO's {name}.model."
-    return load
-
-
 #: name -> builder with default arguments.
 ZOO: dict[str, Callable[[], Graph]] = {
     "bert": bert,
     "nasrnn": nasrnn,
-    "inceptionv3": _taso("inceptionv3"),
-    "squeezenet": _taso("squeezenet"),
-    "vgg": _taso("vgg"),
+    "nasneta": nasneta,
+    "resnext50": resnext50,
+    "inceptionv3": inceptionv3,
+    "squeezenet": squeezenet,
+    "vgg19": vgg19,
+    "resnet50": resnet50,
 }
 
 
@@ -66,7 +72,6 @@ def get(name: str) -> Graph:
 
     Raises:
         KeyError: unknown name (the message lists the known ones).
-        FileNotFoundError: a ``.model``-backed entry whose file is not available.
     """
     try:
         fn = ZOO[name.lower()]
