@@ -191,6 +191,9 @@ def rules_list(file: str) -> None:
 
 
 # -- subcommands from their own modules are registered below (one import + add_command each) --
+from tensat_py.cli_rules_check import check  # noqa: E402
+
+rules.add_command(check)
 
 
 if __name__ == "__main__":

@@ -212,6 +212,67 @@ impl RuleSet {
     fn __len__(&self) -> usize {
         self.inner.len()
     }
+
+    /// The conditions of rule `index` (file order), each in DSL syntax.
+    fn conditions(&self, index: usize) -> PyResult<Vec<String>> {
+        Ok(self
+            .rule(index)?
+            .conditions
+            .iter()
+            .map(|c| c.to_string())
+            .collect())
+    }
+
+    /// Do the conditions of rule `index` hold when its variables are bound as given?
+    ///
+    /// `bindings` maps a variable (`"?x"` or `"x"`) to an integer (an integer-parameter
+    /// variable) or to `(shape, constant)` (a tensor variable: a weight when `constant`,
+    /// an input otherwise). The same [`rules::Rule::check`] that saturation runs decides.
+    fn check_conditions(&self, index: usize, bindings: &Bound<'_, PyDict>) -> PyResult<bool> {
+        let rule = self.rule(index)?;
+        let mut eg: egg::EGraph<Mdl, crate::analysis::TensorAnalysis> = Default::default();
+        let mut subst = egg::Subst::default();
+        for (k, v) in bindings.iter() {
+            let name: String = k.extract()?;
+            let var: egg::Var = format!("?{}", name.trim_start_matches('?'))
+                .parse()
+                .map_err(|_| PyValueError::new_err(format!("bad variable name `{name}`")))?;
+            let id = if let Ok(i) = v.extract::<i64>() {
+                eg.add(Mdl::Num(i))
+            } else {
+                let (shape, constant): (Vec<usize>, bool) = v.extract().map_err(|_| {
+                    PyValueError::new_err(format!(
+                        "binding of `{name}` must be an int or (shape, constant)"
+                    ))
+                })?;
+                let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+                let sym = eg.add(Mdl::Var(Symbol::from(format!(
+                    "{}@{}",
+                    name.trim_start_matches('?'),
+                    dims.join("_")
+                ))));
+                eg.add(if constant {
+                    Mdl::Weight([sym])
+                } else {
+                    Mdl::Input([sym])
+                })
+            };
+            subst.insert(var, id);
+        }
+        eg.rebuild();
+        Ok(rule.check(&eg, &subst))
+    }
+}
+
+impl RuleSet {
+    fn rule(&self, index: usize) -> PyResult<&rules::Rule> {
+        self.inner.rules.get(index).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "no rule {index} (the set has {})",
+                self.inner.len()
+            ))
+        })
+    }
 }
 
 /// An e-graph holding one program, explored with rules and exported for extraction.
