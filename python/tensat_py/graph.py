@@ -11,6 +11,14 @@ Conversions:
 * :meth:`Graph.to_flat` gives the flat node list that ``_core.EGraph`` takes.
 * :meth:`Graph.from_choices` rebuilds a graph from an exported e-graph and a chosen
   e-node per e-class (the result of extraction).
+
+Opaque operators: a front end that meets an operator the language does not model adds it
+with :meth:`Graph.add_opaque`: an ``opaque`` node whose ``type`` symbol
+``name@d0_d1...`` names it (unique in the process) and gives its output shape, and whose
+operands are any number of tensors. The rules cannot look inside it. What it computes is
+known only to its *payload*, an :class:`OpaqueOp` object the front end supplies (the ONNX
+front end keeps the ``NodeProto``); payloads live in ``Graph.meta["opaque"]`` by name, and
+``meta`` travels with a program through :func:`tensat_py.optimize`.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tensat_py import _core
 
@@ -32,12 +40,38 @@ __all__ = [
     "signatures",
     "LEAF_OPS",
     "ZERO_INPUT_OPS",
+    "OPAQUE",
+    "OpaqueOp",
+    "operand_kinds",
 ]
 
 #: Operators whose only operand is a ``name@d0_d1`` symbol.
 ZERO_INPUT_OPS = frozenset({"input", "weight"})
 #: Alias kept for readers: nodes that are leaves of the tensor DAG.
 LEAF_OPS = ZERO_INPUT_OPS
+#: The variadic operator for everything the language does not model.
+OPAQUE = "opaque"
+
+
+@runtime_checkable
+class OpaqueOp(Protocol):
+    """What a front end attaches to an ``opaque`` node (its *payload*).
+
+    Attributes:
+        op_type: the operator's name in the front end's format (``"Softmax"``), for
+            listings and error messages.
+
+    ``evaluate(args)`` computes the output from the tensor operands (NumPy arrays in the
+    node's operand order, float32 or float64) and returns one array of the node's shape;
+    it may raise ``NotImplementedError`` when the payload cannot run outside its own
+    runtime. The NumPy executor calls it for ``opaque`` nodes.
+    """
+
+    op_type: str
+
+    def evaluate(self, args: Sequence[Any]) -> Any:
+        """The output array for operand arrays ``args``."""
+        ...
 
 
 class GraphError(ValueError):
@@ -56,6 +90,20 @@ def signatures() -> dict[str, tuple[tuple[str, str], ...]]:
     of the e-node's children.
     """
     return {op: tuple((str(n), str(k)) for n, k in args) for op, args in _core.signatures().items()}
+
+
+def operand_kinds(op: str, n_children: int) -> tuple[tuple[str, str], ...]:
+    """``(operand name, kind)`` for each of an e-node's ``n_children`` children.
+
+    The signature for every operator but ``opaque``, whose ``type`` symbol is followed by
+    ``n_children - 1`` tensor operands (named ``x0``, ``x1``, ...).
+
+    Raises:
+        KeyError: unknown operator.
+    """
+    if op == OPAQUE:
+        return (("type", "sym"),) + tuple((f"x{i}", "tensor") for i in range(n_children - 1))
+    return signatures()[op]
 
 
 @dataclass(frozen=True)
@@ -169,6 +217,10 @@ class Graph:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
         self.outputs: list[int] = []
+        #: Front-end data that travels with the program (copied by ``optimize``):
+        #: ``"opaque"`` maps opaque names to :class:`OpaqueOp` payloads; a front end may keep
+        #: its source model under its own key (``"onnx"``).
+        self.meta: dict[str, Any] = {}
         self._tc = _core.TypeChecker()
         self._leaf_names: dict[str, int] = {}
         self._names: set[str] = set()
@@ -200,6 +252,8 @@ class Graph:
             raise GraphError(f"node '{name}': unknown operator `{op}`")
         if op == "noop":
             raise GraphError(f"node '{name}': noop is implicit; list outputs in Graph.outputs")
+        if op == OPAQUE:
+            return self._add_opaque_node(dict(params or {}), inputs, name)
         params = dict(params or {})
         wanted = {n for n, k in sigs[op] if k in ("int", "sym")}
         extra = set(params) - wanted
@@ -240,6 +294,81 @@ class Graph:
             self._leaf_names[str(params["name@shape"])] = nid
             self._names.add(name)
         return nid
+
+    def _add_opaque_node(
+        self, params: dict[str, int | str], inputs: Sequence[int], name: str
+    ) -> int:
+        nid = len(self.nodes)
+        if set(params) != {"type"} or not isinstance(params["type"], str):
+            raise GraphError(f"node '{name}': opaque takes one str parameter `type`, got {params}")
+        ins = tuple(int(i) for i in inputs)
+        for i in ins:
+            if not 0 <= i < nid:
+                raise GraphError(f"node '{name}': opaque: operand id {i} is not an earlier node")
+            if not isinstance(self.nodes[i].type, TensorType):
+                raise GraphError(f"node '{name}': opaque: operand {i} is a split pair")
+        # The analysis types an opaque node from its symbol alone; operands are checked above.
+        try:
+            tid = self._tc.add(OPAQUE, params, [])
+        except ValueError as e:
+            raise GraphError(f"node '{name}': {e}") from None
+        assert tid == nid, (tid, nid)
+        ty = TensorType(tuple(self._tc.shape(tid)))
+        self.nodes.append(Node(OPAQUE, params, ins, ty, name, False))
+        return nid
+
+    def add_opaque(
+        self,
+        label: str,
+        shape: Sequence[int],
+        inputs: Sequence[int] = (),
+        payload: OpaqueOp | None = None,
+        name: str | None = None,
+    ) -> int:
+        """Append an operator the language does not model; returns its id.
+
+        Args:
+            label: readable stem of its unique symbol (e.g. the ONNX op type); characters
+                other than letters, digits, ``_``, ``.`` and ``-`` become ``_``.
+            shape: its output shape.
+            inputs: ids of earlier nodes, its tensor operands in order (any number).
+            payload: what computes it (see :class:`OpaqueOp`), stored in
+                ``meta["opaque"]`` under the node's unique name.
+            name: readable node name; defaults to ``"{label}_{id}"``.
+
+        The symbol is ``{label}_{id}@{d0_d1...}``: unique in this graph (so two opaque
+        operators on the same operands are never merged by the e-graph).
+
+        Raises:
+            GraphError: a bad operand id, or an operand that is a split pair.
+        """
+        stem = re.sub(r"[^A-Za-z0-9_.-]", "_", label) or "opaque"
+        nid = len(self.nodes)
+        key = f"{stem}_{nid}"
+        table = self.meta.setdefault("opaque", {})
+        while key in table:
+            key += "_"
+        sym = f"{key}@{dims_text(shape)}"
+        out = self.add_node(OPAQUE, {"type": sym}, inputs, name if name is not None else key)
+        if payload is not None:
+            table[key] = payload
+        return out
+
+    def opaque_key(self, nid: int) -> str:
+        """The unique name of opaque node ``nid`` (its symbol before ``@``)."""
+        node = self.nodes[nid]
+        if node.op != OPAQUE:
+            raise GraphError(f"node {nid} ({node.op}) is not opaque")
+        return str(node.params["type"]).rpartition("@")[0]
+
+    def opaque_payload(self, nid: int) -> OpaqueOp | None:
+        """The payload of opaque node ``nid``, or None when its front end left none."""
+        return self.meta.get("opaque", {}).get(self.opaque_key(nid))
+
+    def opaque_nodes(self) -> list[int]:
+        """Ids of the opaque nodes some output depends on, in order."""
+        keep = self.live()
+        return [i for i, n in enumerate(self.nodes) if n.op == OPAQUE and keep[i]]
 
     def _add_leaf(self, op: str, name: str, shape: Sequence[int]) -> int:
         if not name or any(c in _BAD_NAME_CHARS for c in name):
@@ -317,7 +446,8 @@ class Graph:
         """Signature-ordered operands: ('leaf', text) or ('node', id)."""
         out: list[tuple[str, Any]] = []
         it = iter(node.inputs)
-        for n, k in signatures()[node.op]:
+        n_children = len(node.inputs) + (1 if node.op == OPAQUE else 0)
+        for n, k in operand_kinds(node.op, n_children):
             if k == "sym" and _INT_TEXT.fullmatch(str(node.params[n])):
                 raise GraphError(
                     f"node '{node.name}': {node.op} symbol `{node.params[n]}` would read as an "
@@ -447,8 +577,8 @@ class Graph:
                 op = node_op[n]
                 if op not in sigs or op == "noop":
                     raise GraphError(f"e-class {c}: chosen e-node {n} `{op}` is not an operator")
-                sig = sigs[op]
                 ch = node_children[n]
+                sig = operand_kinds(op, len(ch))
                 if len(ch) != len(sig):
                     raise GraphError(f"e-node {n} `{op}` has {len(ch)} children, wants {len(sig)}")
                 pending = [
@@ -486,9 +616,18 @@ class Graph:
         return g
 
     @classmethod
-    def from_nodes(cls, nodes: Iterable[Node], outputs: Sequence[int]) -> Graph:
-        """Rebuild (and re-type-check) a graph from nodes, e.g. after editing them."""
+    def from_nodes(
+        cls,
+        nodes: Iterable[Node],
+        outputs: Sequence[int],
+        meta: Mapping[str, Any] | None = None,
+    ) -> Graph:
+        """Rebuild (and re-type-check) a graph from nodes, e.g. after editing them.
+
+        ``meta`` (e.g. the source graph's) is copied shallowly into the new graph.
+        """
         g = cls()
+        g.meta = dict(meta or {})
         for n in nodes:
             if n.op in ZERO_INPUT_OPS:
                 name, shape = split_symbol(n.symbol())

@@ -190,6 +190,7 @@ def optimize(
         warm_start=False,
     )
     candidate = Graph.from_choices(export, result.choices)
+    candidate.meta = dict(graph.meta)  # front-end data (opaque payloads, source model)
     stats["extract_seconds"] = time.perf_counter() - start
     stats["extraction_message"] = result.message
 

@@ -1,8 +1,17 @@
 """Numerical check that an optimised graph computes what the original does.
 
-Both graphs run on the NumPy reference executor with the same random inputs and weights
-(matched by name, drawn from the original graph by
-:func:`tensat_py.runtime.numpy_exec.random_feeds`); outputs are compared in order.
+Both graphs run on the same runner with the same random inputs and weights (matched by
+name, drawn from the original graph by :func:`tensat_py.runtime.numpy_exec.random_feeds`);
+outputs are compared in order. Runners:
+
+* ``"numpy"``: the NumPy reference executor, in ``dtype``. Opaque nodes are evaluated by
+  their payloads (ONNX ones by ONNX's reference evaluator).
+* ``"onnxruntime"``: both graphs are exported to ONNX and run by onnxruntime (CPU) in
+  float32, whatever ``dtype`` says (the float32 tolerance applies). Weights of graphs
+  loaded from ONNX keep the model's values; integer inputs are drawn from {0, 1}
+  (:func:`tensat_py.runtime.ort_exec.feeds`).
+* ``"auto"`` (default): onnxruntime when either graph has opaque nodes (whose exact
+  semantics, including non-float values, only the source runtime knows), NumPy otherwise.
 
 Tolerances (``passed`` uses the relative error):
 
@@ -48,6 +57,7 @@ class VerifyReport:
     passed: bool
     tolerance: float = 0.0
     message: str = "ok"
+    runner: str = "numpy"
 
 
 def verify(
@@ -57,6 +67,7 @@ def verify(
     seed: int = 0,
     dtype: str = "float32",
     tolerance: float | None = None,
+    runner: str = "auto",
 ) -> VerifyReport:
     """Run both graphs on the same random feeds and compare their outputs in order.
 
@@ -66,34 +77,56 @@ def verify(
             original's names (rewrites never invent weights).
         seed: random seed for the feeds.
         dtype: ``"float32"`` or ``"float64"``.
-        tolerance: relative-error threshold; defaults to :data:`TOLERANCES` [dtype].
+        tolerance: relative-error threshold; defaults to :data:`TOLERANCES` [dtype]
+            (the float32 one for the onnxruntime runner).
+        runner: ``"auto"`` (default), ``"numpy"`` or ``"onnxruntime"`` (see above).
 
     Returns:
         A :class:`VerifyReport`; a mismatch in output count, shape, or missing feeds gives
         ``passed=False`` with infinite errors and a message.
     """
+    if runner == "auto":
+        opaque = original.opaque_nodes() or optimized.opaque_nodes()
+        runner = "onnxruntime" if opaque else "numpy"
+    if runner not in ("numpy", "onnxruntime"):
+        raise ValueError(f"unknown runner {runner!r}; use 'auto', 'numpy' or 'onnxruntime'")
+    if runner == "onnxruntime":
+        dtype = "float32"
     tol = TOLERANCES.get(dtype, 1e-3) if tolerance is None else tolerance
-    feeds = random_feeds(original, seed=seed, dtype=dtype)
+
+    def report(*args: object) -> VerifyReport:
+        return VerifyReport(*args, runner=runner)  # type: ignore[arg-type]
+
+    if runner == "onnxruntime":
+        from tensat_py.runtime import ort_exec
+
+        feeds = ort_exec.feeds(original, seed=seed)
+    else:
+        feeds = random_feeds(original, seed=seed, dtype=dtype)
     missing = sorted(set(optimized.leaf_types()) - set(feeds))
     if missing:
-        return VerifyReport(np.inf, np.inf, False, tol, f"optimized graph has new leaves {missing}")
+        return report(np.inf, np.inf, False, tol, f"optimized graph has new leaves {missing}")
     if len(original.outputs) != len(optimized.outputs):
-        return VerifyReport(
+        return report(
             np.inf,
             np.inf,
             False,
             tol,
             f"output count differs: {len(original.outputs)} vs {len(optimized.outputs)}",
         )
-    a_out = run(original, feeds)
-    b_out = run(optimized, feeds)
+    if runner == "onnxruntime":
+        a_out = ort_exec.run(original, feeds)
+        b_out = ort_exec.run(optimized, feeds, source=original)
+    else:
+        a_out = run(original, feeds)
+        b_out = run(optimized, feeds)
     max_abs = 0.0
     max_rel = 0.0
     for k, (a, b) in enumerate(zip(a_out, b_out, strict=True)):
         if a.shape != b.shape:
-            return VerifyReport(
-                np.inf, np.inf, False, tol, f"output {k}: shape {a.shape} vs {b.shape}"
-            )
+            return report(np.inf, np.inf, False, tol, f"output {k}: shape {a.shape} vs {b.shape}")
+        if not np.issubdtype(a.dtype, np.number) or not np.issubdtype(b.dtype, np.number):
+            a, b = a.astype(np.float64), b.astype(np.float64)  # booleans
         a64 = a.astype(np.float64)
         diff = float(np.max(np.abs(a64 - b.astype(np.float64)))) if a.size else 0.0
         scale = float(np.max(np.abs(a64))) if a.size else 0.0
@@ -103,4 +136,4 @@ def verify(
         max_rel = max(max_rel, diff / max(scale, np.finfo(np.float64).tiny))
     passed = bool(max_rel <= tol)
     msg = "ok" if passed else f"max relative error {max_rel:.3g} exceeds {tol:g}"
-    return VerifyReport(max_abs, max_rel, passed, tol, msg)
+    return report(max_abs, max_rel, passed, tol, msg)

@@ -25,6 +25,11 @@ preset    peak FLOP/s     bandwidth (B/s)   launch  source
 ========  ==============  ================  ======  ===========================================
 
 Tensat reports its results on a T4, hence the default.
+
+``opaque`` operators (what a front end could not translate) are priced as one
+memory-bound kernel that reads its operands and writes its output once, with one FLOP per
+output element; they are the same in every program extracted from an e-graph, so this
+only shifts the absolute figures, not the choice.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from tensat_py.graph import Graph, TensorType, signatures
+from tensat_py.graph import Graph, TensorType, operand_kinds
 
 __all__ = ["DevicePreset", "PRESETS", "RooflineCostModel", "flops_bytes", "ZERO_COST_OPS"]
 
@@ -108,6 +113,8 @@ def flops_bytes(
         flops = float(n_out)
     elif op == "batchnorm":
         flops = 2.0 * n_out  # x * a + b with a, b folded from the constant parameters
+    elif op == "opaque":
+        flops = float(n_out)
     elif op in _COPIES or op == "dropout":
         flops = 0.0
     else:
@@ -182,18 +189,21 @@ class RooflineCostModel:
         Parameters come from leaf classes' values, operand shapes from child classes,
         the output shape and constant flag from the node's own class. Leaves cost 0.
         """
-        sigs = signatures()
         classes = export["classes"]
         costs: list[float] = []
         for op, cls, children in zip(
             export["node_op"], export["node_eclass"], export["node_children"], strict=True
         ):
-            if not children or op not in sigs:
+            try:
+                kinds = operand_kinds(op, len(children))
+            except KeyError:
+                kinds = ()
+            if not children or not kinds:
                 costs.append(0.0)
                 continue
             params: dict[str, Any] = {}
             shapes: list[Sequence[int] | None] = []
-            for (pname, kind), cc in zip(sigs[op], children, strict=True):
+            for (pname, kind), cc in zip(kinds, children, strict=True):
                 if kind in ("int", "sym"):
                     params[pname] = classes[cc].get("value")
                 else:

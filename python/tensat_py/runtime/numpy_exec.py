@@ -14,6 +14,9 @@ Conventions (shared with the Rust analysis, ``rust/src/analysis.rs``):
 * ``enlarge``: centred zero padding of the kernel to the reference's ``kh, kw``.
 * ``split``: at the position the analysis recorded (the node's pair type).
 * activation codes: 0 none, 1 sigmoid, 2 relu, 3 tanh.
+* ``opaque``: not computed here; the node's payload (``Graph.opaque_payload``, supplied by
+  the front end that created it) is asked to ``evaluate`` its operands. A node without a
+  payload, or whose payload cannot evaluate, raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -198,9 +201,30 @@ def eval_node(node: Node, args: list, graph: Graph | None = None):
         shp = (1, -1) + (1,) * (x.ndim - 2)
         inv = (scale / np.sqrt(var + BN_EPS)).reshape(shp)
         return ((x - mean.reshape(shp)) * inv + bias.reshape(shp)).astype(x.dtype, copy=False)
+    if op == "opaque":
+        return _opaque(node, args, graph)
     if op == "noop":
         return None
     raise ValueError(f"numpy executor: unknown operator `{op}`")
+
+
+def _opaque(node: Node, args: list, graph: Graph | None) -> np.ndarray:
+    sym = str(node.params["type"])
+    payload = graph.meta.get("opaque", {}).get(sym.rpartition("@")[0]) if graph else None
+    if payload is None:
+        raise ValueError(f"opaque operator `{sym}` has no payload to evaluate it")
+    try:
+        out = np.asarray(payload.evaluate(args))
+    except NotImplementedError as e:
+        raise ValueError(
+            f"opaque operator `{sym}` ({payload.op_type}) cannot run in NumPy: {e}"
+        ) from None
+    if tuple(out.shape) != node.shape:
+        raise ValueError(
+            f"opaque operator `{sym}` ({payload.op_type}) gave shape {out.shape}, "
+            f"expected {node.shape}"
+        )
+    return out
 
 
 def run(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:

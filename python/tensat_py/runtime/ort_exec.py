@@ -1,0 +1,117 @@
+"""onnxruntime executor: run a :class:`~tensat_py.graph.Graph` by exporting it to ONNX.
+
+The graph is written with :func:`tensat_py.frontends.onnx.to_model` (weights from the
+feeds, or from the ONNX model it was loaded from), opaque nodes as their original ONNX
+nodes, and run on onnxruntime's CPU execution provider in float32. This is how graphs
+with opaque operators are verified (:func:`tensat_py.verify` with
+``runner="onnxruntime"``, the default when a graph has opaque nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tensat_py.graph import Graph, TensorType
+from tensat_py.runtime.numpy_exec import random_feeds
+
+__all__ = ["run", "feeds", "session"]
+
+
+def session(model: Any, *, threads: int = 0, level: str = "all") -> Any:
+    """An onnxruntime CPU ``InferenceSession`` for ``model`` (ModelProto or bytes).
+
+    Args:
+        model: the model.
+        threads: intra-op threads (0: onnxruntime's default).
+        level: graph optimisation level: ``"disable"``, ``"basic"``, ``"extended"``, ``"all"``.
+    """
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }[level]
+    if threads:
+        opts.intra_op_num_threads = threads
+    opts.log_severity_level = 3
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+def feeds(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Feeds for :func:`run`: every input and weight of ``graph`` by graph name.
+
+    Weights take the values of the ONNX model the graph was loaded from when it holds
+    them, random values (:func:`~tensat_py.runtime.numpy_exec.random_feeds`) otherwise.
+    Float inputs are standard normal; integer inputs are drawn from ``{0, 1}`` (valid
+    indices for any gather), boolean inputs at random. Same names and seed, same values.
+    """
+    from onnx import TensorProto, helper
+
+    out = random_feeds(graph, seed=seed, dtype="float32")
+    src = graph.meta.get("onnx")
+    if src is None:
+        return out
+    out.update(src.weight_values(graph))
+    types = dict(src.inputs)
+    for nid in graph.inputs():
+        node = graph.nodes[nid]
+        elem = types.get(src.leaf_names.get(node.name, node.name), TensorProto.FLOAT)
+        if elem == TensorProto.FLOAT:
+            continue
+        t: TensorType = node.type  # type: ignore[assignment]
+        dt = helper.tensor_dtype_to_np_dtype(elem)
+        sub = np.random.default_rng([seed, *node.name.encode()])
+        if dt == np.bool_:
+            out[node.name] = sub.integers(0, 2, t.shape).astype(bool)
+        else:
+            out[node.name] = sub.integers(0, 2, t.shape).astype(dt)
+    return out
+
+
+def run(
+    graph: Graph,
+    feeds: Mapping[str, np.ndarray],
+    *,
+    source: Graph | None = None,
+    threads: int = 0,
+) -> list[np.ndarray]:
+    """Runs ``graph`` on onnxruntime; returns its outputs in order.
+
+    Args:
+        graph: the program.
+        feeds: ``{input or weight name: array}``; weights found here become the model's
+            initializers (float32), the rest come from the source model.
+        source: the graph ``graph`` was optimised from, when ``graph.meta`` lacks the
+            ONNX source or opaque payloads.
+        threads: intra-op threads (0: default).
+
+    Raises:
+        ValueError: an input without a feed, or a graph that cannot be exported
+            (``tensat_py.frontends.onnx.OnnxError``).
+    """
+    from tensat_py.frontends.onnx import to_model
+
+    weight_names = {graph.nodes[i].name for i in graph.weights()}
+    weights = {k: np.asarray(v, dtype=np.float32) for k, v in feeds.items() if k in weight_names}
+    model = to_model(graph, weights=weights, source=source, check=False)
+    src = graph.meta.get("onnx") or (source.meta.get("onnx") if source is not None else None)
+    leaf = src.leaf_names if src is not None else {}
+    inputs = {}
+    for nid in graph.inputs():
+        name = graph.nodes[nid].name
+        if name not in feeds:
+            raise ValueError(f"no feed for input '{name}'")
+        a = np.asarray(feeds[name])
+        if a.dtype == np.float64:
+            a = a.astype(np.float32)
+        inputs[leaf.get(name, name)] = a
+    sess = session(model, threads=threads)
+    wanted = {i.name for i in sess.get_inputs()}
+    return list(sess.run(None, {k: v for k, v in inputs.items() if k in wanted}))
