@@ -126,6 +126,7 @@ def optimize(
     cycle_filter: str = "efficient",
     extractor: str = "ilp",
     solver: str = "cbc",
+    order_vars: str = "real",
     cost_model: str = "roofline",
     device: str = "t4",
     verify: bool = True,
@@ -144,6 +145,8 @@ def optimize(
             carries the cycle constraints).
         extractor: ``"ilp"`` (default), ``"greedy"`` (tree cost) or ``"greedy-dag"``.
         solver: ILP solver, ``"cbc"`` (default) or ``"highs"``.
+        order_vars: with ``cycle_filter="none"``, the ILP's topological order variables:
+            ``"real"`` (default) or ``"int"`` (the paper's Table 4 compares both).
         cost_model: ``"roofline"`` (default).
         device: cost-model device preset: ``"t4"`` (default), ``"a100"``, ``"h100"``, ``"cpu"``.
         verify: run both programs in float64 on the same random inputs and weights and keep
@@ -185,6 +188,7 @@ def optimize(
         solver=solver,
         time_limit=time_limit,
         cycle_constraints="order" if cycle_filter == "none" and extractor == "ilp" else None,
+        order_vars=order_vars,
         # CBC 2.10 given a greedy MIP start was seen to stop at that start and report it
         # optimal (a 2-matmul program whose merged form is 40% cheaper); solve cold.
         warm_start=False,
