@@ -37,7 +37,8 @@ __all__ = [
 def load(target: str) -> Graph:
     """Loads a program: a zoo name (``"bert"``, ``"nasrnn"``, ...) or a file path.
 
-    Supported files: TASO-serialised ``.model`` graphs.
+    Supported files: TASO-serialised ``.model`` graphs and ``.onnx`` models (see
+    :func:`tensat_py.frontends.onnx.load`; unmodelled operators become opaque nodes).
 
     Raises:
         FileNotFoundError: when ``target`` is neither a zoo name nor an existing file.
@@ -52,10 +53,16 @@ def load(target: str) -> Graph:
         from tensat_py.frontends.taso_model import load as load_model
 
         return load_model(path)
+    if path.suffix == ".onnx" and path.is_file():
+        from tensat_py.frontends.onnx import load as load_onnx
+
+        return load_onnx(path)
     if target in models.ZOO:
         return models.get(target)
     if path.exists():
-        raise ValueError(f"{target}: unsupported file type {path.suffix!r} (expected .model)")
+        raise ValueError(
+            f"{target}: unsupported file type {path.suffix!r} (expected .model or .onnx)"
+        )
     raise FileNotFoundError(
         f"{target!r} is neither a zoo model ({', '.join(sorted(models.ZOO))}) nor a file"
     )

@@ -63,6 +63,12 @@ def main() -> None:
 @click.option("--no-verify", is_flag=True, help="Skip numerical verification.")
 @click.option("--dump-egraph", type=click.Path(dir_okay=False), help="Write the e-graph as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write the optimised program as ONNX (zoo/.model graphs get random weights).",
+)
 def optimize(
     target: str,
     rules: str,
@@ -77,8 +83,9 @@ def optimize(
     no_verify: bool,
     dump_egraph: str | None,
     as_json: bool,
+    output: str | None,
 ) -> None:
-    """Optimise TARGET: a zoo name (bert, nasrnn, ...) or a .model file."""
+    """Optimise TARGET: a zoo name (bert, nasrnn, ...), a .model or an .onnx file."""
     import tensat_py
 
     try:
@@ -97,13 +104,31 @@ def optimize(
             verify=not no_verify,
             dump_egraph=dump_egraph,
         )
-    except (ValueError, FileNotFoundError) as e:
+        if output:
+            from tensat_py.frontends.onnx import save as save_onnx
+
+            weights = None if "onnx" in graph.meta else "random"
+            save_onnx(result.graph, output, source=graph, weights=weights)
+    except (ValueError, FileNotFoundError, OSError) as e:
         _fail(str(e))
         return
+    opaque = _opaque_ops(result.graph)
     if as_json:
-        click.echo(json.dumps(result.to_json()))
+        extra = {"opaque_operators": opaque} if opaque else {}
+        click.echo(json.dumps({**result.to_json(), **extra}))
         return
     _print_result(target, graph, result)
+    if opaque:
+        listed = ", ".join(f"{op} x{n}" for op, n in opaque.items())
+        Console().print(f"opaque operators (kept as they are): {listed}")
+    if output:
+        Console().print(f"wrote {output}")
+
+
+def _opaque_ops(graph: Any) -> dict[str, int]:
+    from tensat_py.frontends.onnx import opaque_ops
+
+    return opaque_ops(graph)
 
 
 def _print_result(target: str, graph: Any, result: Any) -> None:
@@ -125,7 +150,7 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
     if result.verify is not None:
         v = result.verify
         table.add_row(
-            "verified (float64)",
+            f"verified ({getattr(v, 'runner', 'numpy')})",
             f"{'yes' if v.passed else 'NO'}: max abs {v.max_abs_error:.2e}, "
             f"max rel {v.max_rel_error:.2e}",
         )
@@ -191,9 +216,6 @@ def rules_list(file: str) -> None:
 
 
 # -- subcommands from their own modules are registered below (one import + add_command each) --
-from tensat_py.cli_bench import bench  # noqa: E402
-
-main.add_command(bench)
 from tensat_py.cli_rules_check import check  # noqa: E402
 
 rules.add_command(check)

@@ -141,9 +141,16 @@ class OnnxOpaque:
                 for n, a in zip(self.operands, arrays, strict=True)
             ]
             out = helper.make_tensor_value_info(self.output, self.elem_type, None)
-            g = helper.make_graph(
-                list(self.nodes), "opaque", inputs, [out], list(self.constants.values())
-            )
+            consts = list(self.constants.values())
+            if any(a.dtype == np.float64 for a in arrays):
+                # Run in float64 throughout: the evaluator wants equal operand dtypes.
+                consts = [
+                    numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name)
+                    if t.data_type == _F32
+                    else t
+                    for t in consts
+                ]
+            g = helper.make_graph(list(self.nodes), "opaque", inputs, [out], consts)
             m = helper.make_model(
                 g, opset_imports=list(self.opset_imports), functions=list(self.functions)
             )
@@ -153,7 +160,10 @@ class OnnxOpaque:
                 raise NotImplementedError(f"reference evaluator: {e}") from None
             self._evaluators[key] = ev
         feeds = dict(zip(self.operands, arrays, strict=True))
-        return np.asarray(ev.run(None, feeds)[0])
+        try:
+            return np.asarray(ev.run(None, feeds)[0])
+        except Exception as e:  # the reference evaluator raises many types
+            raise ValueError(f"{self.op_type}: reference evaluator: {e}") from None
 
 
 @dataclass(eq=False)
@@ -922,7 +932,7 @@ class _Exporter:
             if not keep[nid]:
                 continue
             if nid not in self.names:
-                self.names[nid] = self.fresh(node.op)
+                self.names[nid] = self.fresh("const" if nid in consts else node.op)
             name = self.names[nid]
             if nid in consts:
                 self.add_init(name, consts[nid])
