@@ -164,7 +164,13 @@ struct Limits {
 
 impl Limits {
     fn hit(&self, egraph: &EG) -> Option<StopReason> {
-        if self.start.elapsed() >= self.time {
+        self.hit_reserving(egraph, Duration::ZERO)
+    }
+
+    /// As [`Limits::hit`], with `reserve` of the time budget kept back for the work that
+    /// must follow (rebuilding and cycle filtering after the applications).
+    fn hit_reserving(&self, egraph: &EG, reserve: Duration) -> Option<StopReason> {
+        if self.start.elapsed() + reserve >= self.time {
             Some(StopReason::TimeLimit)
         } else if egraph.total_size() >= self.nodes {
             Some(StopReason::NodeLimit)
@@ -172,6 +178,10 @@ impl Limits {
             None
         }
     }
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s).unwrap_or(Duration::ZERO)
 }
 
 /// One application found by searching: the rule, the matched e-class of each source and
@@ -234,6 +244,13 @@ impl Explorer {
         };
         let singles: Vec<&Rule> = rules.rules.iter().filter(|r| !r.is_multi()).collect();
         let multis: Vec<&Rule> = rules.rules.iter().filter(|r| r.is_multi()).collect();
+        // What the descendants map (seconds per class squared: it is a bit matrix) and
+        // rebuilding plus cycle filtering (seconds per e-node) took in the last iteration:
+        // work stops early enough to leave that time, twice over for the latter, within
+        // the time limit.
+        let (mut desc_per_class2, mut post_per_node) = (0.0f64, 0.0f64);
+        // Post-processing seconds per second of applications (1.5 times the last ratio).
+        let mut post_ratio = 0.5f64;
         for iter in 0..config.iter_limit {
             if let Some(r) = limits.hit(&self.egraph) {
                 stats.stop_reason = r;
@@ -248,17 +265,33 @@ impl Explorer {
                 apps.extend(search_multi(&self.egraph, &multis, &limits));
             }
             stats.search_seconds += t.elapsed().as_secs_f64();
+            // Out of time (keeping back what the descendants map, rebuilding and cycle
+            // filtering took per e-node last time): nothing was changed, nothing to filter.
+            let classes = self.egraph.number_of_classes() as f64;
+            let fixed = desc_per_class2 * classes * classes
+                + 2.0 * post_per_node * self.egraph.total_size() as f64;
+            if let Some(r) = limits.hit_reserving(&self.egraph, secs(fixed)) {
+                stats.stop_reason = r;
+                break;
+            }
 
             let t = Instant::now();
             let desc = (config.cycle_filter == CycleFilter::Efficient)
                 .then(|| Descendants::new(&self.egraph, &self.filter));
             stats.cycle_seconds += t.elapsed().as_secs_f64();
+            desc_per_class2 = t.elapsed().as_secs_f64() / classes.max(1.0).powi(2);
 
             let t = Instant::now();
+            let t_apply = t;
             let mut unions = 0usize;
             let mut stopped = None;
             for app in &apps {
-                if let Some(r) = limits.hit(&self.egraph) {
+                // Rebuilding grows with what this iteration changed, filtering with the
+                // e-graph's size: keep back the larger estimate.
+                let by_size = 2.0 * post_per_node * self.egraph.total_size() as f64;
+                let by_work = post_ratio * t.elapsed().as_secs_f64();
+                let reserve = secs(by_size.max(by_work));
+                if let Some(r) = limits.hit_reserving(&self.egraph, reserve) {
                     stopped = Some(r);
                     break;
                 }
@@ -273,6 +306,7 @@ impl Explorer {
             }
             stats.apply_seconds += t.elapsed().as_secs_f64();
 
+            let post = Instant::now();
             let t = Instant::now();
             self.egraph.rebuild();
             self.root = self.egraph.find(self.root);
@@ -284,6 +318,12 @@ impl Explorer {
                 cycles::filter_cycles(&mut self.egraph, &mut self.filter);
             }
             stats.cycle_seconds += t.elapsed().as_secs_f64();
+            let post_secs = post.elapsed().as_secs_f64();
+            post_per_node = post_secs / self.egraph.total_size().max(1) as f64;
+            let apply_secs = t_apply.elapsed().as_secs_f64() - post_secs;
+            if apply_secs > 1e-3 {
+                post_ratio = (1.5 * post_secs / apply_secs).clamp(0.05, 3.0);
+            }
 
             if let Some(r) = stopped {
                 stats.stop_reason = r;

@@ -88,17 +88,23 @@ def extract(
     if extractor == "greedy-dag":
         return _result(problem, dag, "greedy", start, "greedy DAG cost")
 
+    import pulp
+
     from tensat_py.extract.ilp import solve_ilp
 
     mode = cycle_constraints or "lazy"
-    outcome = solve_ilp(
-        problem,
-        solver=solver,
-        time_limit=time_limit,
-        cycle_constraints=mode,
-        order_vars=order_vars,
-        warm_start=dag if (warm_start and dag) else None,
-    )
+    try:
+        outcome = solve_ilp(
+            problem,
+            solver=solver,
+            time_limit=time_limit,
+            cycle_constraints=mode,
+            order_vars=order_vars,
+            warm_start=dag if (warm_start and dag) else None,
+        )
+    except (pulp.PulpSolverError, OSError) as e:
+        # A missing or crashing solver binary: the greedy DAG answer stands.
+        return _result(problem, dag, "fallback-greedy", start, f"ILP solver {solver} failed: {e}")
     greedy_cost = problem.dag_cost(dag) if dag else math.inf
     if outcome.choices is None:
         return _result(problem, dag, "fallback-greedy", start, f"ILP failed: {outcome.message}")
