@@ -216,6 +216,9 @@ def rules_list(file: str) -> None:
 
 
 # -- subcommands from their own modules are registered below (one import + add_command each) --
+from tensat_py.cli_bench import bench  # noqa: E402
+
+main.add_command(bench)
 from tensat_py.cli_rules_check import check  # noqa: E402
 
 rules.add_command(check)
