@@ -2,8 +2,12 @@
 
 Formulation over the pruned e-graph (see :func:`prune`): a binary ``x_i`` per node;
 
-* each root class: ``sum_{i in root} x_i = 1``;
-* each node ``i`` and each distinct child class ``c``: ``x_i <= sum_{j in c} x_j``;
+* a class variable ``y_c = sum_{i in c} x_i`` in [0, 1] per class: at most one node per
+  class (valid: with non-negative costs some optimal acyclic extraction picks one node per
+  class; and a far tighter LP relaxation than the paper's ``x_i <= sum_{j in c} x_j``: an
+  e-graph of SqueezeNet at k_multi=2 solves in under 1 s instead of timing out at 60 s);
+* each root class: ``y_r = 1``;
+* each node ``i`` and each distinct child class ``c``: ``x_i <= y_c``;
 * forbidden (cycle filter list) nodes are absent (``x_i = 0``);
 * minimise ``sum_i cost_i x_i``.
 
@@ -280,11 +284,15 @@ def solve_ilp(
     lp = pulp.LpProblem("tensat_extraction", pulp.LpMinimize)
     x = {i: lp.add_variable(f"x{i}", 0, 1, cat=pulp.LpBinary) for i in range(n) if kept[i]}
     lp += pulp.lpSum(problem.node_cost[i] * v for i, v in x.items())
+    # y_c = sum of the class's x (at most one node per class; see the module docstring).
+    y = {c: lp.add_variable(f"y{c}", 0, 1) for c in by_class}
+    for c, nodes in by_class.items():
+        lp += pulp.lpSum(x[i] for i in nodes) - y[c] == 0, f"class_{c}"
     for r in set(problem.roots):
-        lp += pulp.lpSum(x[i] for i in by_class[r]) == 1, f"root_{r}"
+        lp += y[r] == 1, f"root_{r}"
     for i, v in x.items():
         for c in sorted(set(problem.node_children[i])):
-            lp += v <= pulp.lpSum(x[j] for j in by_class[c]), f"child_{i}_{c}"
+            lp += v - y[c] <= 0, f"child_{i}_{c}"
 
     # Class graph of kept nodes, its strongly connected components.
     classes = sorted(by_class)
@@ -337,6 +345,8 @@ def solve_ilp(
         chosen = set(warm_start.values())
         for i, v in x.items():
             v.setInitialValue(1 if i in chosen else 0)
+        for c, nodes in by_class.items():
+            y[c].setInitialValue(1 if chosen.intersection(nodes) else 0)
 
     last_status = "no solve"
     while True:
@@ -384,6 +394,8 @@ def solve_ilp(
             chosen = set(warm_start.values())
             for i, v in x.items():
                 v.setInitialValue(1 if i in chosen else 0)
+            for c, nodes in by_class.items():
+                y[c].setInitialValue(1 if chosen.intersection(nodes) else 0)
 
 
 def _cycle_cut(
