@@ -55,6 +55,7 @@ def extract(
     cycle_constraints: str | None = None,
     order_vars: str = "real",
     warm_start: bool = True,
+    search: bool = True,
 ) -> ExtractionResult:
     """Extracts the cheapest program from an e-graph.
 
@@ -68,6 +69,9 @@ def extract(
             ``"none"`` (cyclic answers fall back to greedy).
         order_vars: ``"real"`` or ``"int"`` order variables for ``"order"``.
         warm_start: start CBC from the greedy DAG solution.
+        search: on e-graphs with class cycles (``"lazy"`` mode), first improve the greedy
+            DAG by exact ILPs over random acyclic restrictions (HiGHS; see
+            :mod:`tensat_py.extract.lns`); its answers are ``"feasible"``, not proved.
 
     Returns:
         an :class:`ExtractionResult`; its choice is acyclic and never costlier than the

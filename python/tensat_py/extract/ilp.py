@@ -244,8 +244,113 @@ def solve_ilp(
     cycle_constraints: str = "lazy",
     order_vars: str = "real",
     warm_start: dict[int, int] | None = None,
+    search: bool = True,
+    seed: int = 0,
 ) -> IlpOutcome:
-    """Solves the extraction ILP.
+    """Solves the extraction ILP; on cyclic e-graphs, searches acyclic restrictions first.
+
+    In ``"lazy"`` mode, when the pruned class graph has cycles and ``search`` is set, a
+    large-neighbourhood search (:func:`tensat_py.extract.lns.improve`: exact HiGHS ILPs over
+    random acyclic restrictions that contain the incumbent) runs first, from ``warm_start``
+    or the greedy DAG, for up to 95% of ``time_limit`` (it stops earlier when it stalls).
+    When at least half the budget is left, the exact lazy-cut ILP then gets the rest: when it proves an acyclic optimum
+    the status is ``"optimal"``; otherwise the cheaper of its answer and the search's is
+    returned as ``"feasible"``.
+
+    Args:
+        problem: the e-graph.
+        solver: ``"cbc"`` or ``"highs"`` (the exact ILP's solver; the search always uses
+            HiGHS through highspy).
+        time_limit: wall-clock budget in seconds for everything.
+        cycle_constraints: ``"lazy"``, ``"order"`` or ``"none"``.
+        order_vars: as in :func:`_solve_exact`.
+        warm_start: an acyclic choice to start from (the search's start; CBC's MIP start).
+        search: run the search on cyclic e-graphs (``"lazy"`` mode only).
+        seed: the search's random seed.
+
+    Returns:
+        an :class:`IlpOutcome`.
+
+    Raises:
+        ValueError: on an unknown solver, mode or ``order_vars``.
+    """
+    if cycle_constraints not in ("lazy", "order", "none"):
+        raise ValueError(
+            f"unknown cycle_constraints {cycle_constraints!r} (expected 'lazy', 'order', 'none')"
+        )
+    if order_vars not in ("real", "int"):
+        raise ValueError(f"unknown order_vars {order_vars!r} (expected 'real' or 'int')")
+    _solver(solver, 1.0, False)  # validates the name
+    start = time.perf_counter()
+    lns = None
+    if search and cycle_constraints == "lazy":
+        kept = prune(problem)
+        if _has_class_cycle(problem, kept):
+            from tensat_py.extract.greedy import greedy_dag
+            from tensat_py.extract.lns import improve
+
+            origin = warm_start or greedy_dag(problem)
+            if origin and all(kept[i] for i in problem.reachable(origin).values()):
+                lns = improve(problem, origin, kept, time_limit=0.95 * time_limit, seed=seed)
+    exact_start = lns.choices if (lns is not None and warm_start) else warm_start
+    remaining = time_limit - (time.perf_counter() - start)
+    if lns is not None and remaining < 0.5 * time_limit:
+        # The exact ILP needs the time it has been denied (building the PuLP model alone
+        # takes seconds at 20k nodes); the search's answer stands.
+        return IlpOutcome(
+            lns.choices,
+            "feasible",
+            f"feasible (search; {lns.iterations} restricted ILP(s), {lns.improvements} "
+            f"improvement(s), {lns.seconds:.1f} s; no time left for the exact ILP)",
+        )
+    outcome = _solve_exact(
+        problem,
+        solver=solver,
+        time_limit=remaining,
+        cycle_constraints=cycle_constraints,
+        order_vars=order_vars,
+        warm_start=exact_start,
+    )
+    if lns is None:
+        return outcome
+    note = (
+        f"search: {lns.iterations} restricted ILP(s), {lns.improvements} improvement(s), "
+        f"{lns.seconds:.1f} s"
+    )
+    if outcome.choices is not None and (
+        outcome.status == "optimal" or problem.dag_cost(outcome.choices) <= lns.cost
+    ):
+        outcome.message = f"{outcome.message}; {note}"
+        return outcome
+    return IlpOutcome(
+        lns.choices,
+        "feasible",
+        f"feasible (best of search; exact ILP: {outcome.message}); {note}",
+        outcome.rounds,
+        outcome.cuts,
+    )
+
+
+def _has_class_cycle(problem: ExtractionProblem, kept: list[bool]) -> bool:
+    """Whether the class graph of the kept nodes has a cycle."""
+    edges: list[list[int]] = [[] for _ in range(problem.num_classes)]
+    for i, k in enumerate(kept):
+        if k:
+            edges[problem.node_eclass[i]].extend(problem.node_children[i])
+    comp = _sccs(problem.num_classes, edges)
+    return len(set(comp)) < problem.num_classes
+
+
+def _solve_exact(
+    problem: ExtractionProblem,
+    *,
+    solver: str,
+    time_limit: float,
+    cycle_constraints: str,
+    order_vars: str,
+    warm_start: dict[int, int] | None,
+) -> IlpOutcome:
+    """Solves the extraction ILP exactly (lazy cycle cuts, order variables or neither).
 
     Args:
         problem: the e-graph.
@@ -259,17 +364,7 @@ def solve_ilp(
     Returns:
         an :class:`IlpOutcome`; ``choices`` is ``None`` when no acyclic solution was found
         in time (the caller falls back to greedy).
-
-    Raises:
-        ValueError: on an unknown solver, mode or ``order_vars``.
     """
-    if cycle_constraints not in ("lazy", "order", "none"):
-        raise ValueError(
-            f"unknown cycle_constraints {cycle_constraints!r} (expected 'lazy', 'order', 'none')"
-        )
-    if order_vars not in ("real", "int"):
-        raise ValueError(f"unknown order_vars {order_vars!r} (expected 'real' or 'int')")
-    _solver(solver, 1.0, False)  # validates the name
     start = time.perf_counter()
     kept = prune(problem)
     n = problem.num_nodes
