@@ -61,9 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"ILP time limit {args.time_limit:g} s; cost = DAG cost in ms; gap vs reference optimum\n"
     )
-    print(
-        "| e-graph | nodes | classes | extractor | cost | reference | gap % | seconds | status |"
-    )
+    print("| e-graph | nodes | classes | extractor | cost | reference | gap % | seconds | status |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---|")
     for path in files:
         p = load_json(path)

@@ -253,9 +253,9 @@ def solve_ilp(
     large-neighbourhood search (:func:`tensat_py.extract.lns.improve`: exact HiGHS ILPs over
     random acyclic restrictions that contain the incumbent) runs first, from ``warm_start``
     or the greedy DAG, for up to 95% of ``time_limit`` (it stops earlier when it stalls).
-    When at least half the budget is left, the exact lazy-cut ILP then gets the rest: when it proves an acyclic optimum
-    the status is ``"optimal"``; otherwise the cheaper of its answer and the search's is
-    returned as ``"feasible"``.
+    When at least half the budget is left, the exact lazy-cut ILP then gets the rest: when
+    it proves an acyclic optimum the status is ``"optimal"``; otherwise the cheaper of its
+    answer and the search's is returned as ``"feasible"``.
 
     Args:
         problem: the e-graph.
