@@ -24,7 +24,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import pickle
 import platform
+import resource
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -160,17 +162,23 @@ class Verifier:
         self._ref: dict[str, tuple[dict[str, np.ndarray], list[np.ndarray]]] = {}
         self._done: dict[tuple[str, str], tuple[bool, float, str]] = {}
 
+    def reference(self, model: str, original: Any) -> None:
+        """Computes (once) the model's feeds and reference outputs."""
+        from tensat_py.runtime import random_feeds, run
+
+        if model not in self._ref:
+            feeds = random_feeds(original, seed=0, dtype="float64")
+            self._ref[model] = (feeds, run(original, feeds))
+
     def check(self, model: str, original: Any, optimized: Any) -> tuple[bool, float, str]:
         """``(passed, max relative error, message)`` for ``optimized`` against ``original``."""
-        from tensat_py.runtime import random_feeds, run
+        from tensat_py.runtime import run
         from tensat_py.verify import TOLERANCES
 
         key = (model, hashlib.sha1(optimized.to_sexpr().encode()).hexdigest())
         if key in self._done:
             return self._done[key]
-        if model not in self._ref:
-            feeds = random_feeds(original, seed=0, dtype="float64")
-            self._ref[model] = (feeds, run(original, feeds))
+        self.reference(model, original)
         feeds, ref = self._ref[model]
         tol = TOLERANCES["float64"]
         missing = sorted(set(optimized.leaf_types()) - set(feeds))
@@ -255,6 +263,33 @@ def run_one(
     if not rec.verified:
         rec.message = f"VERIFICATION FAILED: {vmsg}; {rec.message}"
     return rec
+
+
+def _forked(fn: Callable[[], Any], mem_fraction: float = 0.8) -> tuple[str, Any]:
+    """Runs ``fn`` in a forked child under a memory cap (a fraction of physical memory);
+    returns ``("ok", value)`` or ``("error", message)``. A run that exhausts memory, or
+    leaks it, takes only its child down, never the whole benchmark."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(rfd)
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            cap = int(total * mem_fraction)
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+            data = pickle.dumps(("ok", fn()))
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            data = pickle.dumps(("error", f"{type(e).__name__}: {e}"))
+        with os.fdopen(wfd, "wb") as f:
+            f.write(data)
+        os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        return "error", f"run process died (wait status {status}; out of memory?)"
+    return pickle.loads(data)
 
 
 # --------------------------------------------------------------------------- plan
@@ -728,9 +763,13 @@ def run_bench(
     *,
     progress: bool = True,
     on_run: Callable[[Run], None] | None = None,
+    isolate: bool = True,
 ) -> Path:
     """Runs the plan, writes CSVs, plots and ``report.md`` under ``cfg.out``; returns the
     report's path.
+
+    With ``isolate`` (default) each run happens in a forked process under a memory cap, so
+    one run that exhausts memory is reported as an error instead of ending the benchmark.
 
     Raises:
         KeyError: an unknown model name.
@@ -751,15 +790,30 @@ def run_bench(
     def one(spec: RunSpec) -> Run:
         if spec.model not in graphs:
             graphs[spec.model] = models.get(spec.model)
-        rec = run_one(
-            spec,
-            graphs[spec.model],
-            verifier,
-            time_cap=cfg.time_cap,
-            node_limit=cfg.node_limit,
-            iter_limit=cfg.iter_limit,
-            device=cfg.device,
-        )
+            verifier.reference(spec.model, graphs[spec.model])
+        before = set(verifier._done)
+
+        def work() -> tuple[Run, dict]:
+            rec = run_one(
+                spec,
+                graphs[spec.model],
+                verifier,
+                time_cap=cfg.time_cap,
+                node_limit=cfg.node_limit,
+                iter_limit=cfg.iter_limit,
+                device=cfg.device,
+            )
+            return rec, {k: v for k, v in verifier._done.items() if k not in before}
+
+        if isolate:
+            kind, value = _forked(work)
+        else:
+            kind, value = "ok", work()
+        if kind == "ok":
+            rec, done = value
+            verifier._done.update(done)
+        else:
+            rec = Run(**asdict(spec), status="error", message=str(value))
         cfg.runs.append(rec)
         if on_run is not None:
             on_run(rec)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from typing import Any
 
 import click
 
@@ -101,7 +102,18 @@ def bench(
         command="tensat " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
     )
     try:
-        report = run_bench(cfg, progress=not no_progress)
+        log = None
+        if no_progress:
+
+            def log(r: Any) -> None:
+                click.echo(
+                    f"{r.model} k={r.k_multi} {r.extractor} {r.solver} {r.cycle_filter} "
+                    f"{r.order_vars}: {r.opt_s:.2f} s, {r.status}, {r.enodes} e-nodes, "
+                    f"verified={r.verified}",
+                    err=True,
+                )
+
+        report = run_bench(cfg, progress=not no_progress, on_run=log)
     except KeyError as e:
         click.echo(f"error: {e.args[0]}", err=True)
         sys.exit(2)
