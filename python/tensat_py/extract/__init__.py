@@ -105,6 +105,7 @@ def extract(
             cycle_constraints=mode,
             order_vars=order_vars,
             warm_start=dag if (warm_start and dag) else None,
+            search=search,
         )
     except (pulp.PulpSolverError, OSError) as e:
         # A missing or crashing solver binary: the greedy DAG answer stands.

@@ -306,7 +306,8 @@ def solve_ilp(
     outcome = _solve_exact(
         problem,
         solver=solver,
-        time_limit=remaining,
+        # Leave room for building the model, which the solver's limit does not cover.
+        time_limit=0.9 * remaining,
         cycle_constraints=cycle_constraints,
         order_vars=order_vars,
         warm_start=exact_start,
