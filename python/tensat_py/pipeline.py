@@ -189,9 +189,6 @@ def optimize(
         time_limit=time_limit,
         cycle_constraints="order" if cycle_filter == "none" and extractor == "ilp" else None,
         order_vars=order_vars,
-        # CBC 2.10 given a greedy MIP start was seen to stop at that start and report it
-        # optimal (a 2-matmul program whose merged form is 40% cheaper); solve cold.
-        warm_start=False,
     )
     candidate = Graph.from_choices(export, result.choices)
     candidate.meta = dict(graph.meta)  # front-end data (opaque payloads, source model)
