@@ -175,7 +175,9 @@ class Verifier:
         from tensat_py.runtime import run
         from tensat_py.verify import TOLERANCES
 
-        key = (model, hashlib.sha1(optimized.to_sexpr().encode()).hexdigest())
+        # The flat form, not the s-expression: a tree print of a DAG with heavy sharing
+        # (NasNet-A's cells) is exponential in size.
+        key = (model, hashlib.sha1(repr(optimized.to_flat()).encode()).hexdigest())
         if key in self._done:
             return self._done[key]
         self.reference(model, original)
@@ -279,7 +281,11 @@ def _forked(fn: Callable[[], Any], mem_fraction: float = 0.8) -> tuple[str, Any]
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
             data = pickle.dumps(("ok", fn()))
         except BaseException as e:  # noqa: BLE001 - reported to the parent
-            data = pickle.dumps(("error", f"{type(e).__name__}: {e}"))
+            import traceback
+
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            msg = f"{type(e).__name__}: {e} (at {Path(where.filename).name}:{where.lineno})"
+            data = pickle.dumps(("error", msg))
         with os.fdopen(wfd, "wb") as f:
             f.write(data)
         os._exit(0)
