@@ -496,12 +496,25 @@ class Graph:
             raise GraphError("internal: root is not the last node")
         return flat
 
-    def to_sexpr(self) -> str:
-        """The program as one s-expression (outputs joined by ``noop``); for debugging."""
+    def to_sexpr(self, max_chars: int = 1_000_000) -> str:
+        """The program as one s-expression (outputs joined by ``noop``); for debugging.
+
+        Shared sub-terms are written out at every use, so the text can grow exponentially
+        with the depth of a DAG; use :meth:`to_flat` to identify or hash programs.
+
+        Raises:
+            ValueError: when the text would exceed ``max_chars`` characters.
+        """
         flat = self.to_flat()
         memo: list[str] = []
         for op, ch in flat:
-            memo.append(op if not ch else f"({op} {' '.join(memo[c] for c in ch)})")
+            text = op if not ch else f"({op} {' '.join(memo[c] for c in ch)})"
+            if len(text) > max_chars:
+                raise ValueError(
+                    f"s-expression longer than {max_chars} characters (shared sub-terms are "
+                    "repeated); use to_flat()"
+                )
+            memo.append(text)
         return memo[-1]
 
     @classmethod
