@@ -24,6 +24,17 @@ def _fail(msg: str) -> None:
     sys.exit(2)
 
 
+_EXTRACTOR_OPTION = click.option(
+    "--extractor",
+    type=click.Choice(["ilp", "greedy", "greedy-dag"]),
+    default="ilp",
+    show_default=True,
+)
+_SOLVER_OPTION = click.option(
+    "--solver", type=click.Choice(["cbc", "highs"]), default="cbc", show_default=True
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """tensat-py: e-graph superoptimizer for tensor programs."""
@@ -46,13 +57,8 @@ def main() -> None:
     default="efficient",
     show_default=True,
 )
-@click.option(
-    "--extractor",
-    type=click.Choice(["ilp", "greedy", "greedy-dag"]),
-    default="ilp",
-    show_default=True,
-)
-@click.option("--solver", type=click.Choice(["cbc", "highs"]), default="cbc", show_default=True)
+@_EXTRACTOR_OPTION
+@_SOLVER_OPTION
 @click.option(
     "--device",
     type=click.Choice(["t4", "a100", "h100", "cpu"]),
@@ -161,13 +167,8 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
 
 @main.command("extract")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--extractor",
-    type=click.Choice(["ilp", "greedy", "greedy-dag"]),
-    default="ilp",
-    show_default=True,
-)
-@click.option("--solver", type=click.Choice(["cbc", "highs"]), default="cbc", show_default=True)
+@_EXTRACTOR_OPTION
+@_SOLVER_OPTION
 @click.option("--time-limit", default=30.0, show_default=True, help="ILP seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def extract_cmd(file: str, extractor: str, solver: str, time_limit: float, as_json: bool) -> None:
