@@ -50,6 +50,7 @@ class Row:
     ops_after: int
     original_ms: float
     optimized_ms: float
+    control_ms: float
     predicted: float
     max_rel_error: float
     status: str
@@ -59,6 +60,11 @@ class Row:
     def measured(self) -> float:
         """Original / optimised median latency."""
         return self.original_ms / self.optimized_ms
+
+    @property
+    def control(self) -> float:
+        """Original / second session of the original: the A/A ratio, i.e. the noise."""
+        return self.original_ms / self.control_ms
 
 
 def _nodes(model) -> int:
@@ -81,8 +87,10 @@ def bench_model(name: str, args: argparse.Namespace) -> Row:
     opt_s = time.perf_counter() - t0
     optimized = tonnx.to_model(result.graph)
 
-    a = ort_exec.session(original, threads=2, level="all")
-    b = ort_exec.session(optimized, threads=2, level="all")
+    a = ort_exec.session(original, threads=2, level="all", spinning=False)
+    b = ort_exec.session(optimized, threads=2, level="all", spinning=False)
+    # A/A control: a second session of the original, timed in the same rotation.
+    c = ort_exec.session(original, threads=2, level="all", spinning=False)
     rng = np.random.default_rng(args.seed)
     feeds = {
         i.name: rng.standard_normal([int(d) for d in i.shape]).astype(np.float32)
@@ -98,23 +106,25 @@ def bench_model(name: str, args: argparse.Namespace) -> Row:
         raise AssertionError(f"{name}: outputs differ, max relative error {err:.3g}")
 
     for _ in range(args.warmup):
-        a.run(None, feeds)
-        b.run(None, feeds)
-    ta: list[float] = []
-    tb: list[float] = []
-    for k in range(args.runs):
-        # Alternate which goes first so drift (thermal, caches) hits both alike.
-        order = ((a, ta), (b, tb)) if k % 2 == 0 else ((b, tb), (a, ta))
-        for sess, out in order:
-            s = time.perf_counter()
+        for sess in (a, b, c):
             sess.run(None, feeds)
-            out.append(time.perf_counter() - s)
+    times: dict[int, list[float]] = {0: [], 1: [], 2: []}
+    sessions = (a, b, c)
+    for k in range(args.runs):
+        # Rotate which goes first so drift (thermal, caches) hits all alike.
+        for j in range(3):
+            i = (j + k) % 3
+            s = time.perf_counter()
+            sessions[i].run(None, feeds)
+            times[i].append(time.perf_counter() - s)
+    ta, tb, tc = times[0], times[1], times[2]
     return Row(
         model=name,
         ops_before=_nodes(original),
         ops_after=_nodes(optimized),
         original_ms=statistics.median(ta) * 1e3,
         optimized_ms=statistics.median(tb) * 1e3,
+        control_ms=statistics.median(tc) * 1e3,
         predicted=result.speedup,
         max_rel_error=err,
         status=result.extraction_status,
@@ -126,21 +136,22 @@ def table(rows: list[Row], skipped: dict[str, str], args: argparse.Namespace) ->
     """The markdown report."""
     lines = [
         f"onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads=2; "
-        f"median of {args.runs} alternating runs after {args.warmup} warm-up runs each; "
+        f"median of {args.runs} rotating runs after {args.warmup} warm-up runs each, "
+        f"intra-op spinning off; A/A = original vs a second session of the original (noise); "
         f"cost model roofline/cpu, extractor {args.extractor}; tolerance {TOLERANCE:g} relative.",
         "",
         "| model | ONNX nodes orig / opt | original (ms) | optimised (ms) | measured ratio "
-        "| predicted ratio | max rel err | extraction | optimise (s) |",
-        "|---|---|---:|---:|---:|---:|---:|---|---:|",
+        "| A/A ratio | predicted ratio | max rel err | extraction | optimise (s) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r.model} | {r.ops_before} / {r.ops_after} | {r.original_ms:.3f} | "
-            f"{r.optimized_ms:.3f} | {r.measured:.3f} | {r.predicted:.3f} | "
+            f"{r.optimized_ms:.3f} | {r.measured:.3f} | {r.control:.3f} | {r.predicted:.3f} | "
             f"{r.max_rel_error:.1e} | {r.status} | {r.optimize_s:.1f} |"
         )
     for name, why in skipped.items():
-        lines.append(f"| {name} | skipped: {why} | | | | | | | |")
+        lines.append(f"| {name} | skipped: {why} | | | | | | | | |")
     return "\n".join(lines)
 
 

@@ -20,13 +20,16 @@ from tensat_py.runtime.numpy_exec import random_feeds
 __all__ = ["run", "feeds", "session"]
 
 
-def session(model: Any, *, threads: int = 0, level: str = "all") -> Any:
+def session(model: Any, *, threads: int = 0, level: str = "all", spinning: bool = True) -> Any:
     """An onnxruntime CPU ``InferenceSession`` for ``model`` (ModelProto or bytes).
 
     Args:
         model: the model.
         threads: intra-op threads (0: onnxruntime's default).
         level: graph optimisation level: ``"disable"``, ``"basic"``, ``"extended"``, ``"all"``.
+        spinning: let idle intra-op threads spin-wait (onnxruntime's default). Benchmarks
+            that alternate several sessions turn it off, or one session's spinning threads
+            take the cores from the next (``session.intra_op.allow_spinning``).
     """
     import onnxruntime as ort
 
@@ -40,6 +43,8 @@ def session(model: Any, *, threads: int = 0, level: str = "all") -> Any:
     if threads:
         opts.intra_op_num_threads = threads
     opts.log_severity_level = 3
+    if not spinning:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     data = model if isinstance(model, bytes) else model.SerializeToString()
     return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
 
