@@ -289,20 +289,7 @@ pub struct EGraph {
 impl EGraph {
     #[new]
     fn new(nodes: Vec<(String, Vec<usize>)>) -> PyResult<EGraph> {
-        if nodes.is_empty() {
-            return Err(PyValueError::new_err("empty program"));
-        }
-        let mut expr: RecExpr<Mdl> = RecExpr::default();
-        for (i, (op, children)) in nodes.iter().enumerate() {
-            if let Some(c) = children.iter().find(|c| **c >= i) {
-                return Err(PyValueError::new_err(format!(
-                    "node {i} ({op}): child {c} is not an earlier node"
-                )));
-            }
-            let node = Mdl::from_op(op, children.iter().map(|c| Id::from(*c)).collect())
-                .map_err(|e| PyValueError::new_err(format!("node {i} ({op}): {e}")))?;
-            expr.add(node);
-        }
+        let expr = flat_to_expr(&nodes)?;
         if let Some((i, msg)) = Explorer::type_errors(&expr) {
             return Err(PyValueError::new_err(format!("node {i}: {msg}")));
         }
@@ -438,25 +425,31 @@ impl EGraph {
 
 impl EGraph {
     fn add_flat(&mut self, nodes: &[(String, Vec<usize>)]) -> PyResult<Id> {
-        let mut ids: Vec<Id> = Vec::with_capacity(nodes.len());
-        for (i, (op, children)) in nodes.iter().enumerate() {
-            let ch: Vec<Id> = children
-                .iter()
-                .map(|c| {
-                    ids.get(*c)
-                        .copied()
-                        .ok_or_else(|| PyValueError::new_err(format!("node {i}: bad child {c}")))
-                })
-                .collect::<PyResult<_>>()?;
-            let node = Mdl::from_op(op, ch)
-                .map_err(|e| PyValueError::new_err(format!("node {i} ({op}): {e}")))?;
-            ids.push(self.ex.egraph.add(node));
-        }
+        let id = self.ex.egraph.add_expr(&flat_to_expr(nodes)?);
         self.ex.egraph.rebuild();
-        ids.last()
-            .copied()
-            .ok_or_else(|| PyValueError::new_err("empty program"))
+        Ok(id)
     }
+}
+
+/// A flat program (node `i` = `(op, children)`, children indices `< i`, root last) as a
+/// `RecExpr`. Raises `ValueError` naming the node on an unknown operator, a wrong arity,
+/// a forward reference or an empty program; types are not checked here.
+fn flat_to_expr(nodes: &[(String, Vec<usize>)]) -> PyResult<RecExpr<Mdl>> {
+    if nodes.is_empty() {
+        return Err(PyValueError::new_err("empty program"));
+    }
+    let mut expr: RecExpr<Mdl> = RecExpr::default();
+    for (i, (op, children)) in nodes.iter().enumerate() {
+        if let Some(c) = children.iter().find(|c| **c >= i) {
+            return Err(PyValueError::new_err(format!(
+                "node {i} ({op}): child {c} is not an earlier node"
+            )));
+        }
+        let node = Mdl::from_op(op, children.iter().map(|c| Id::from(*c)).collect())
+            .map_err(|e| PyValueError::new_err(format!("node {i} ({op}): {e}")))?;
+        expr.add(node);
+    }
+    Ok(expr)
 }
 
 /// The Python module `tensat_py._core`.
