@@ -1,0 +1,175 @@
+"""The Python side of every operator of the language, one module per dialect.
+
+Each operator the Rust core declares (``rust/src/lang/``, listed by
+``tensat_py._core.signatures()``) has exactly one :class:`OpDef` here, registered by its
+dialect module (:mod:`tensat_py.ops.taso`, :mod:`tensat_py.ops.tensor`) with
+:func:`register`. An :class:`OpDef` carries what every Python layer needs of the operator:
+
+* ``evaluate``: reference semantics for the NumPy executor
+  (:mod:`tensat_py.runtime.numpy_exec`);
+* ``cost``: FLOPs and bytes moved, for the roofline cost model
+  (:mod:`tensat_py.cost.roofline`);
+* ``to_onnx``: its ONNX form, for the exporter (:mod:`tensat_py.frontends.onnx`);
+* ``onnx_types``: the ONNX operator types whose importer (registered with
+  :func:`onnx_importer`) can produce it.
+
+The executor, the cost model and the ONNX exporter look operators up here with
+:func:`get`; none of them holds a per-operator ``if`` chain. ``tests/test_language.py``
+fails when a declared operator lacks an :class:`OpDef` (or a field of one) or when
+``docs/language.md`` disagrees with the declarations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from math import prod
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tensat_py.graph import Graph, PairType, TensorType
+
+__all__ = [
+    "OpContext",
+    "OpDef",
+    "register",
+    "get",
+    "all_ops",
+    "onnx_importer",
+    "onnx_importers",
+    "default_bytes",
+]
+
+
+@dataclass(frozen=True)
+class OpContext:
+    """One application of an operator, as its Python side sees it.
+
+    Attributes:
+        op: operator name.
+        params: parameters by operand name (``int``, ``float``, ``str``, or
+            ``tuple[int, ...]`` for list parameters).
+        inputs: types of the tensor (or pair) operands, in signature order.
+        output: the output type (a pair of types for ``split``).
+        constant: True when every leaf below is a weight (pre-computed at inference).
+        graph: the graph the node belongs to, when there is one (``opaque`` payloads live
+            in ``graph.meta``); None when costing an exported e-graph.
+        name: the node's name (for error messages and opaque payload lookup).
+    """
+
+    op: str
+    params: Mapping[str, Any]
+    inputs: Sequence[TensorType | PairType]
+    output: TensorType | PairType
+    constant: bool = False
+    graph: Graph | None = None
+    name: str = ""
+
+
+#: ``evaluate(ctx, args) -> array`` (or a pair of arrays for ``split``).
+Evaluate = Callable[[OpContext, Sequence[Any]], Any]
+#: ``cost(ctx) -> (flops, bytes moved)``.
+Cost = Callable[[OpContext], tuple[float, float]]
+#: ``to_onnx(writer, ctx, input_names, output_name)``: append the ONNX node(s).
+ToOnnx = Callable[[Any, OpContext, Sequence[str], str], None]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """The Python declaration of one operator (see the module docstring).
+
+    Attributes:
+        name: the operator's name in the language (the Rust declaration's name).
+        dialect: ``"taso"``, ``"tensor"``, ...
+        evaluate: NumPy semantics.
+        cost: FLOPs and bytes moved (see ``docs/cost-models.md``).
+        to_onnx: ONNX export, or None for operators that never reach the exporter
+            (``noop``; ``split_0``/``split_1`` are handled with their ``split``).
+        onnx_types: ONNX operator types that import into this operator.
+        launches_kernel: False for operators that compute nothing at run time (``input``,
+            ``reshape``, ``split_0``...): the roofline model charges them nothing.
+    """
+
+    name: str
+    dialect: str
+    evaluate: Evaluate
+    cost: Cost
+    to_onnx: ToOnnx | None
+    onnx_types: tuple[str, ...] = ()
+    launches_kernel: bool = True
+    doc: str = field(default="", compare=False)
+
+
+_REGISTRY: dict[str, OpDef] = {}
+_ONNX_IMPORTERS: dict[str, Callable[..., Any]] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    """Add ``op`` to the registry. Raises ``ValueError`` when the name is taken."""
+    if op.name in _REGISTRY:
+        raise ValueError(f"operator `{op.name}` is registered twice")
+    _REGISTRY[op.name] = op
+    return op
+
+
+def get(name: str) -> OpDef:
+    """The :class:`OpDef` of operator ``name``.
+
+    Raises:
+        KeyError: ``name`` is not an operator of the language (message names it).
+    """
+    _load()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"operator `{name}` has no Python declaration in tensat_py.ops") from None
+
+
+def all_ops() -> dict[str, OpDef]:
+    """Every registered operator by name."""
+    _load()
+    return dict(_REGISTRY)
+
+
+def onnx_importer(*onnx_types: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: register a function as the importer of ONNX operator types ``onnx_types``.
+
+    The ONNX front end calls ``fn(importer, node_proto)``; see
+    :mod:`tensat_py.frontends.onnx` for the importer's helper methods.
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for t in onnx_types:
+            if t in _ONNX_IMPORTERS:
+                raise ValueError(f"ONNX operator `{t}` has two importers")
+            _ONNX_IMPORTERS[t] = fn
+        return fn
+
+    return deco
+
+
+def onnx_importers() -> dict[str, Callable[..., Any]]:
+    """ONNX operator type -> importer function."""
+    _load()
+    return dict(_ONNX_IMPORTERS)
+
+
+def default_bytes(ctx: OpContext) -> float:
+    """Bytes moved when every tensor operand is read once and the output written once."""
+    from tensat_py.graph import TensorType
+
+    total = 0
+    for t in (*ctx.inputs, ctx.output):
+        parts = (t,) if isinstance(t, TensorType) else tuple(t)
+        total += sum(prod(p.shape) * p.itemsize for p in parts)
+    return float(total)
+
+
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from tensat_py.ops import taso, tensor  # noqa: F401  (registers the dialects)
