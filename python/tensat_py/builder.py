@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from tensat_py.graph import Graph, GraphError, TensorType, dims_text
+from tensat_py.graph import Graph, GraphError, TensorType
 
 __all__ = ["ACTIVATIONS", "PADDINGS", "GraphBuilder", "Tensor", "act_code", "pad_code"]
 
@@ -88,19 +89,41 @@ class GraphBuilder:
         return self._t(self.graph.add_node(op, params, [self._id(t) for t in inputs], name))
 
     # ------------------------------------------------------------------ leaves
-    def input(self, shape: Sequence[int], name: str | None = None) -> Tensor:
-        """A runtime input of ``shape``; default names ``input_0``, ``input_1``, ..."""
+    def input(
+        self, shape: Sequence[int], name: str | None = None, dtype: str = "float32"
+    ) -> Tensor:
+        """A runtime input of ``shape`` and ``dtype``; default names ``input_0``, ..."""
         if name is None:
             name = f"input_{self._n_in}"
             self._n_in += 1
-        return self._t(self.graph.add_input(name, shape))
+        return self._t(self.graph.add_input(name, shape, dtype))
 
-    def weight(self, shape: Sequence[int], name: str | None = None) -> Tensor:
-        """A trained parameter of ``shape``; default names ``w_0``, ``w_1``, ..."""
+    def weight(
+        self, shape: Sequence[int], name: str | None = None, dtype: str = "float32"
+    ) -> Tensor:
+        """A trained parameter of ``shape`` and ``dtype``; default names ``w_0``, ..."""
         if name is None:
             name = f"w_{self._n_w}"
             self._n_w += 1
-        return self._t(self.graph.add_weight(name, shape))
+        return self._t(self.graph.add_weight(name, shape, dtype))
+
+    # ------------------------------------------------------------------ any operator
+    def op(self, name: str, *inputs: Tensor, **params: Any) -> Tensor:
+        """Apply any operator of the language by its name (``docs/language.md``).
+
+        ``inputs`` are its tensor operands in signature order, ``params`` its parameters by
+        operand name (lists as sequences of ints). Every operator declared in the Rust core
+        and ``tensat_py.ops`` is reachable this way without a builder method of its own.
+
+        >>> b = GraphBuilder()
+        >>> x = b.input((2, 3), name="x")
+        >>> b.op("reduce_sum", x, axes=[1], keepdims=0).shape
+        (2,)
+
+        Raises:
+            GraphError: unknown operator, wrong parameters, or a type error.
+        """
+        return self._op(name, dict(params), list(inputs))
 
     # ------------------------------------------------------------------ operators
     def matmul(self, a: Tensor, b: Tensor, act: str | int = "none") -> Tensor:
@@ -219,11 +242,11 @@ class GraphBuilder:
 
     def transpose(self, x: Tensor, perm: Sequence[int]) -> Tensor:
         """Permute axes: output axis i is input axis ``perm[i]``."""
-        return self._op("transpose", {"perm": dims_text(perm)}, [x])
+        return self._op("transpose", {"perm": tuple(int(p) for p in perm)}, [x])
 
     def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor:
         """Row-major reshape to ``shape`` (same element count)."""
-        return self._op("reshape", {"shape": dims_text(shape)}, [x])
+        return self._op("reshape", {"shape": tuple(int(d) for d in shape)}, [x])
 
     def batchnorm(
         self,

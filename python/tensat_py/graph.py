@@ -43,6 +43,12 @@ __all__ = [
     "OPAQUE",
     "OpaqueOp",
     "operand_kinds",
+    "operators",
+    "param_text",
+    "PARAM_KINDS",
+    "DTYPE_BYTES",
+    "split_typed_symbol",
+    "typed_symbol",
 ]
 
 #: Operators whose only operand is a ``name@d0_d1`` symbol.
@@ -82,28 +88,71 @@ class GraphError(ValueError):
     """
 
 
+#: Parameter kinds (the rest, ``"tensor"`` and ``"pair"``, are operands).
+PARAM_KINDS = frozenset({"int", "float", "list", "sym"})
+#: The dtypes of the language and their sizes in bytes.
+DTYPE_BYTES: dict[str, int] = {
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float64": 8,
+    "int32": 4,
+    "int64": 8,
+    "bool": 1,
+}
+
+
 @cache
 def signatures() -> dict[str, tuple[tuple[str, str], ...]]:
     """Operator signatures from the Rust core: ``{op: ((operand, kind), ...)}``.
 
-    ``kind`` is ``"int"``, ``"sym"``, ``"tensor"`` or ``"pair"``; the order is the order
-    of the e-node's children.
+    ``kind`` is ``"int"``, ``"float"``, ``"list"``, ``"sym"`` (parameters), ``"tensor"``
+    or ``"pair"``; the order is the order of the e-node's children. A variadic operator
+    (``opaque``) lists its fixed operands (see :func:`operators`).
     """
     return {op: tuple((str(n), str(k)) for n, k in args) for op, args in _core.signatures().items()}
+
+
+@cache
+def operators() -> dict[str, dict[str, Any]]:
+    """Every operator the Rust core declares: ``{op: {"dialect", "operands", "variadic",
+    "output", "summary"}}`` (``_core.operators()``)."""
+    return dict(_core.operators())
 
 
 def operand_kinds(op: str, n_children: int) -> tuple[tuple[str, str], ...]:
     """``(operand name, kind)`` for each of an e-node's ``n_children`` children.
 
-    The signature for every operator but ``opaque``, whose ``type`` symbol is followed by
-    ``n_children - 1`` tensor operands (named ``x0``, ``x1``, ...).
+    The signature, followed for a variadic operator (``opaque``) by its variadic operand
+    repeated (named ``x0``, ``x1``, ...) up to ``n_children``.
 
     Raises:
         KeyError: unknown operator.
     """
-    if op == OPAQUE:
-        return (("type", "sym"),) + tuple((f"x{i}", "tensor") for i in range(n_children - 1))
-    return signatures()[op]
+    sig = signatures()[op]
+    var = operators()[op]["variadic"]
+    if var is not None and n_children > len(sig):
+        return sig + tuple((f"x{i}", str(var[1])) for i in range(n_children - len(sig)))
+    return sig
+
+
+def param_text(kind: str, value: Any) -> str:
+    """The flat-form text of a parameter leaf (``3``, ``0.5``, ``[1,0]``, ``x@2_3``).
+
+    Raises:
+        GraphError: the value does not fit the kind (a symbol that would read as a number
+            or list, a non-integer list item, ...).
+    """
+    if kind == "int":
+        return str(int(value))
+    if kind == "float":
+        return repr(float(value))
+    if kind == "list":
+        return "[" + ",".join(str(int(v)) for v in value) + "]"
+    text = str(value)
+    if not text or _NUMERIC_TEXT.fullmatch(text) or text.startswith("[") or " " in text:
+        raise GraphError(f"symbol `{text}` would read as a number or list in the flat form")
+    return text
 
 
 @dataclass(frozen=True)
@@ -112,11 +161,19 @@ class TensorType:
 
     Attributes:
         shape: dimensions, outermost first (NCHW for images, OIHW for kernels).
-        dtype: NumPy dtype name; the language only produces ``"float32"`` today.
+        dtype: one of :data:`DTYPE_BYTES` (NumPy names: ``"float32"``, ``"bfloat16"``,
+            ``"int64"``, ``"bool"``, ...).
+
+    Raises:
+        ValueError: an unknown dtype.
     """
 
     shape: tuple[int, ...]
     dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPE_BYTES:
+            raise ValueError(f"unknown dtype `{self.dtype}`; known: {', '.join(DTYPE_BYTES)}")
 
     @property
     def ndim(self) -> int:
@@ -134,7 +191,7 @@ class TensorType:
     @property
     def itemsize(self) -> int:
         """Bytes per element."""
-        return {"float32": 4, "float64": 8, "float16": 2}.get(self.dtype, 4)
+        return DTYPE_BYTES[self.dtype]
 
     @property
     def nbytes(self) -> int:
@@ -152,8 +209,9 @@ class Node:
 
     Attributes:
         op: operator name in the language (``"conv2d"``, ``"matmul"``, ...).
-        params: integer / symbol parameters by operand name (see :func:`signatures`);
-            ``input`` and ``weight`` carry ``{"name@shape": "x@2_3"}``.
+        params: parameters by operand name (see :func:`signatures`): ``int``, ``float``,
+            ``tuple[int, ...]`` for list parameters, ``str`` for symbols; ``input`` and
+            ``weight`` carry ``{"name@shape": "x@2_3"}`` (``"x@2_3:float16"``).
         inputs: ids of earlier nodes, the tensor (or pair) operands in signature order.
         type: output type: a :class:`TensorType`, or a pair of them for ``split``.
         name: a readable name, unique in the graph for ``input``/``weight`` nodes.
@@ -161,7 +219,7 @@ class Node:
     """
 
     op: str
-    params: dict[str, int | str]
+    params: dict[str, Any]
     inputs: tuple[int, ...]
     type: TensorType | PairType
     name: str
@@ -175,8 +233,14 @@ class Node:
         raise TypeError(f"node '{self.name}' ({self.op}) yields a pair, not a tensor")
 
     def symbol(self) -> str:
-        """``name@d0_d1`` for input/weight nodes."""
+        """``name@d0_d1[:dtype]`` for input/weight nodes."""
         return str(self.params["name@shape"])
+
+    @property
+    def dtype(self) -> str:
+        """Output dtype (of the first part, for a split)."""
+        t = self.type
+        return t.dtype if isinstance(t, TensorType) else t[0].dtype
 
 
 def dims_text(shape: Iterable[int]) -> str:
@@ -195,15 +259,34 @@ def parse_dims(text: str) -> tuple[int, ...]:
 
 
 def split_symbol(sym: str) -> tuple[str, tuple[int, ...]]:
-    """``"x@2_3"`` -> ``("x", (2, 3))``."""
-    name, sep, dims = sym.rpartition("@")
+    """``"x@2_3"`` (or ``"x@2_3:float16"``) -> ``("x", (2, 3))``."""
+    return split_typed_symbol(sym)[:2]
+
+
+def split_typed_symbol(sym: str) -> tuple[str, tuple[int, ...], str]:
+    """``"x@2_3:float16"`` -> ``("x", (2, 3), "float16")``; dtype float32 when absent.
+
+    Raises:
+        ValueError: not ``name@d0_d1[:dtype]``, or an unknown dtype.
+    """
+    name, sep, ty = sym.rpartition("@")
     if not sep:
-        raise ValueError(f"`{sym}` is not name@d0_d1_...")
-    return name, parse_dims(dims)
+        raise ValueError(f"`{sym}` is not name@d0_d1_...[:dtype]")
+    dims, _, dtype = ty.partition(":")
+    dtype = dtype or "float32"
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"`{sym}`: unknown dtype `{dtype}`")
+    return name, parse_dims(dims), dtype
 
 
-_BAD_NAME_CHARS = set(" \t\n()@;\"'")
-_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+def typed_symbol(name: str, shape: Iterable[int], dtype: str = "float32") -> str:
+    """``("x", (2, 3), "float16")`` -> ``"x@2_3:float16"`` (no suffix for float32)."""
+    text = f"{name}@{dims_text(shape)}"
+    return text if dtype == "float32" else f"{text}:{dtype}"
+
+
+_BAD_NAME_CHARS = set(" \t\n()@;\"'[]:")
+_NUMERIC_TEXT = re.compile(r"[+-]?([0-9]+|[0-9]*\.[0-9]*([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|inf)")
 
 
 class Graph:
@@ -237,7 +320,8 @@ class Graph:
 
         Args:
             op: an operator of the language (``noop`` is not allowed: use :attr:`outputs`).
-            params: integer/symbol parameters by operand name, as in :func:`signatures`.
+            params: parameters by operand name, as in :func:`signatures` (``int``, ``float``,
+                a sequence of ints for ``list``, ``str`` for ``sym``).
             inputs: ids of earlier nodes for the tensor operands, in signature order.
             name: readable name; defaults to ``"{op}_{id}"``.
 
@@ -255,19 +339,15 @@ class Graph:
         if op == OPAQUE:
             return self._add_opaque_node(dict(params or {}), inputs, name)
         params = dict(params or {})
-        wanted = {n for n, k in sigs[op] if k in ("int", "sym")}
+        wanted = {n for n, k in sigs[op] if k in PARAM_KINDS}
         extra = set(params) - wanted
         if extra:
             raise GraphError(
                 f"node '{name}': {op} has no parameter(s) {sorted(extra)}; takes {sorted(wanted)}"
             )
         for n, k in sigs[op]:
-            if k == "int" and n in params:
-                v = params[n]
-                if isinstance(v, bool) or not isinstance(v, int):
-                    raise GraphError(f"node '{name}': {op}: parameter `{n}` must be an int")
-            if k == "sym" and n in params and not isinstance(params[n], str):
-                raise GraphError(f"node '{name}': {op}: parameter `{n}` must be a str")
+            if n in params:
+                params[n] = _check_param(name, op, n, k, params[n])
         inputs = tuple(int(i) for i in inputs)
         for i in inputs:
             if not 0 <= i < nid:
@@ -282,12 +362,13 @@ class Graph:
             raise GraphError(f"node '{name}': {e}") from None
         assert tid == nid, (tid, nid)
         kind = self._tc.kind(tid)
+        dtype = self._tc.dtype(tid)
         ty: TensorType | PairType
         if kind == "pair":
             a, b = self._tc.pair_shapes(tid)
-            ty = (TensorType(tuple(a)), TensorType(tuple(b)))
+            ty = (TensorType(tuple(a), dtype), TensorType(tuple(b), dtype))
         else:
-            ty = TensorType(tuple(self._tc.shape(tid)))
+            ty = TensorType(tuple(self._tc.shape(tid)), dtype)
         node = Node(op, params, inputs, ty, name, bool(self._tc.constant(tid)))
         self.nodes.append(node)
         if op in ZERO_INPUT_OPS:
@@ -307,13 +388,12 @@ class Graph:
                 raise GraphError(f"node '{name}': opaque: operand id {i} is not an earlier node")
             if not isinstance(self.nodes[i].type, TensorType):
                 raise GraphError(f"node '{name}': opaque: operand {i} is a split pair")
-        # The analysis types an opaque node from its symbol alone; operands are checked above.
         try:
-            tid = self._tc.add(OPAQUE, params, [])
+            tid = self._tc.add(OPAQUE, params, list(ins))
         except ValueError as e:
             raise GraphError(f"node '{name}': {e}") from None
         assert tid == nid, (tid, nid)
-        ty = TensorType(tuple(self._tc.shape(tid)))
+        ty = TensorType(tuple(self._tc.shape(tid)), self._tc.dtype(tid))
         self.nodes.append(Node(OPAQUE, params, ins, ty, name, False))
         return nid
 
@@ -324,6 +404,7 @@ class Graph:
         inputs: Sequence[int] = (),
         payload: OpaqueOp | None = None,
         name: str | None = None,
+        dtype: str = "float32",
     ) -> int:
         """Append an operator the language does not model; returns its id.
 
@@ -335,6 +416,7 @@ class Graph:
             payload: what computes it (see :class:`OpaqueOp`), stored in
                 ``meta["opaque"]`` under the node's unique name.
             name: readable node name; defaults to ``"{label}_{id}"``.
+            dtype: its output dtype.
 
         The symbol is ``{label}_{id}@{d0_d1...}``: unique in this graph (so two opaque
         operators on the same operands are never merged by the e-graph).
@@ -348,7 +430,7 @@ class Graph:
         table = self.meta.setdefault("opaque", {})
         while key in table:
             key += "_"
-        sym = f"{key}@{dims_text(shape)}"
+        sym = typed_symbol(key, shape, dtype)
         out = self.add_node(OPAQUE, {"type": sym}, inputs, name if name is not None else key)
         if payload is not None:
             table[key] = payload
@@ -370,23 +452,27 @@ class Graph:
         keep = self.live()
         return [i for i, n in enumerate(self.nodes) if n.op == OPAQUE and keep[i]]
 
-    def _add_leaf(self, op: str, name: str, shape: Sequence[int]) -> int:
+    def _add_leaf(self, op: str, name: str, shape: Sequence[int], dtype: str = "float32") -> int:
         if not name or any(c in _BAD_NAME_CHARS for c in name):
-            raise GraphError(f"{op} name `{name}` must be non-empty without spaces, parens or @")
+            raise GraphError(
+                f"{op} name `{name}` must be non-empty without spaces, parens, brackets, @ or :"
+            )
+        if dtype not in DTYPE_BYTES:
+            raise GraphError(f"node '{name}': unknown dtype `{dtype}`; known: {list(DTYPE_BYTES)}")
         if name in self._names:
             raise GraphError(f"node '{name}': duplicate input/weight name")
         shape = tuple(int(d) for d in shape)
         if any(d < 1 for d in shape):
             raise GraphError(f"node '{name}': {op} dimensions must be positive, got {shape}")
-        return self.add_node(op, {"name@shape": f"{name}@{dims_text(shape)}"}, (), name)
+        return self.add_node(op, {"name@shape": typed_symbol(name, shape, dtype)}, (), name)
 
-    def add_input(self, name: str, shape: Sequence[int]) -> int:
-        """Add a runtime input ``name`` of ``shape``; returns its id."""
-        return self._add_leaf("input", name, shape)
+    def add_input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> int:
+        """Add a runtime input ``name`` of ``shape`` and ``dtype``; returns its id."""
+        return self._add_leaf("input", name, shape, dtype)
 
-    def add_weight(self, name: str, shape: Sequence[int]) -> int:
-        """Add a trained parameter ``name`` of ``shape``; returns its id."""
-        return self._add_leaf("weight", name, shape)
+    def add_weight(self, name: str, shape: Sequence[int], dtype: str = "float32") -> int:
+        """Add a trained parameter ``name`` of ``shape`` and ``dtype``; returns its id."""
+        return self._add_leaf("weight", name, shape, dtype)
 
     # ------------------------------------------------------------------ queries
     def __len__(self) -> int:
@@ -446,15 +532,13 @@ class Graph:
         """Signature-ordered operands: ('leaf', text) or ('node', id)."""
         out: list[tuple[str, Any]] = []
         it = iter(node.inputs)
-        n_children = len(node.inputs) + (1 if node.op == OPAQUE else 0)
-        for n, k in operand_kinds(node.op, n_children):
-            if k == "sym" and _INT_TEXT.fullmatch(str(node.params[n])):
-                raise GraphError(
-                    f"node '{node.name}': {node.op} symbol `{node.params[n]}` would read as an "
-                    "integer in the flat form (rank-1 shapes/permutations are not expressible)"
-                )
-            if k in ("int", "sym"):
-                out.append(("leaf", str(node.params[n])))
+        n_params = sum(1 for _, k in signatures()[node.op] if k in PARAM_KINDS)
+        for n, k in operand_kinds(node.op, len(node.inputs) + n_params):
+            if k in PARAM_KINDS:
+                try:
+                    out.append(("leaf", param_text(k, node.params[n])))
+                except GraphError as e:
+                    raise GraphError(f"node '{node.name}': {node.op}: {e}") from None
             else:
                 out.append(("node", next(it)))
         return out
@@ -530,7 +614,7 @@ class Graph:
                 unreached classes).
 
         Walks from the root; parameters come from leaf classes' values, input/weight
-        names and shapes from their symbols, and the outputs from the ``noop`` chain at the
+        names, shapes and dtypes from their symbols, and the outputs from the ``noop`` chain at the
         root (noop nodes never appear in the result). Shared classes become shared nodes.
 
         Raises:
@@ -571,10 +655,14 @@ class Graph:
         built: dict[int, int] = {}
         state: dict[int, int] = {}  # 1 = on stack, 2 = done
 
-        def leaf_value(c: int, kind: str) -> int | str:
+        def leaf_value(c: int, kind: str) -> Any:
             v = classes[c].get("value")
             if kind == "int" and isinstance(v, int) and not isinstance(v, bool):
                 return v
+            if kind == "float" and isinstance(v, int | float) and not isinstance(v, bool):
+                return float(v)
+            if kind == "list" and isinstance(v, list | tuple):
+                return tuple(int(i) for i in v)
             if kind == "sym" and isinstance(v, str):
                 return v
             raise GraphError(f"e-class {c} should hold a {kind} parameter, holds {v!r}")
@@ -597,7 +685,7 @@ class Graph:
                 pending = [
                     cc
                     for (_, k), cc in zip(sig, ch, strict=True)
-                    if k in ("tensor", "pair") and state.get(cc) != 2
+                    if k not in PARAM_KINDS and state.get(cc) != 2
                 ]
                 if pending:
                     if state.get(c) == 1:
@@ -610,16 +698,16 @@ class Graph:
                             )
                         work.append(cc)
                     continue
-                params: dict[str, int | str] = {}
+                params: dict[str, Any] = {}
                 inputs: list[int] = []
                 for (pname, k), cc in zip(sig, ch, strict=True):
-                    if k in ("int", "sym"):
+                    if k in PARAM_KINDS:
                         params[pname] = leaf_value(cc, k)
                     else:
                         inputs.append(built[cc])
                 if op in ZERO_INPUT_OPS:
-                    name, shape = split_symbol(str(params["name@shape"]))
-                    nid = g._add_leaf(op, name, shape)
+                    name, shape, dtype = split_typed_symbol(str(params["name@shape"]))
+                    nid = g._add_leaf(op, name, shape, dtype)
                 else:
                     nid = g.add_node(op, params, inputs, name=f"{op}_{len(g.nodes)}")
                 built[c] = nid
@@ -643,9 +731,35 @@ class Graph:
         g.meta = dict(meta or {})
         for n in nodes:
             if n.op in ZERO_INPUT_OPS:
-                name, shape = split_symbol(n.symbol())
-                g._add_leaf(n.op, name, shape)
+                name, shape, dtype = split_typed_symbol(n.symbol())
+                g._add_leaf(n.op, name, shape, dtype)
             else:
                 g.add_node(n.op, n.params, n.inputs, n.name)
         g.outputs = list(outputs)
         return g
+
+
+def _check_param(node: str, op: str, pname: str, kind: str, v: Any) -> Any:
+    """Validate parameter ``pname`` of kind ``kind`` and return it in its canonical form
+    (``tuple`` for lists, ``float`` for floats)."""
+
+    def bad(what: str) -> GraphError:
+        return GraphError(f"node '{node}': {op}: parameter `{pname}` must be {what}, got {v!r}")
+
+    if kind == "int":
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise bad("an int")
+        return v
+    if kind == "float":
+        if isinstance(v, bool) or not isinstance(v, int | float) or v != v:
+            raise bad("a float (not NaN)")
+        return float(v)
+    if kind == "list":
+        if isinstance(v, str | bytes) or not isinstance(v, Sequence):
+            raise bad("a sequence of ints")
+        if any(isinstance(i, bool) or not isinstance(i, int) for i in v):
+            raise bad("a sequence of ints")
+        return tuple(v)
+    if not isinstance(v, str):
+        raise bad("a str")
+    return v

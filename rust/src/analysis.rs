@@ -5,8 +5,9 @@
 //! tensors a `split` yields. A rewrite whose target does not type-check is never applied:
 //! the saturation applier calls [`infer`] on every new e-node before adding it.
 //!
-//! Shape rules follow TASO's operator definitions (Jia et al., SOSP 2019, and its source):
-//! SAME padding gives `ceil(h / s)`, VALID gives `ceil((h - k + 1) / s)`.
+//! The per-operator type rules live with the operators' declarations
+//! ([`crate::lang::taso`], [`crate::lang::tensor`]); this module holds the types and the
+//! analysis driver.
 //!
 //! ```
 //! use _core::analysis::{Data, TensorAnalysis};
@@ -16,29 +17,73 @@
 //! match &eg[id].data { Data::Tensor(t) => assert_eq!(t.shape, vec![2, 3]), d => panic!("{d:?}") }
 //! ```
 
-use crate::lang::{parse_dims, Mdl, ACTIVATIONS};
+use crate::lang::{Mdl, Operands};
 use egg::{Analysis, DidMerge, EGraph, Id, Symbol};
 use std::sync::Arc;
 
-/// Element type of a tensor. Only `f32` is produced by the TASO front ends today.
+/// Element type of a tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
     /// 32-bit IEEE float.
     F32,
+    /// 16-bit IEEE float.
+    F16,
+    /// bfloat16 (8-bit exponent, 7-bit mantissa).
+    BF16,
+    /// 64-bit IEEE float.
+    F64,
+    /// 32-bit signed integer.
+    I32,
+    /// 64-bit signed integer.
+    I64,
+    /// Boolean.
+    Bool,
 }
 
 impl DType {
+    /// Every dtype.
+    pub const ALL: [DType; 7] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::F64,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
     /// Size of one element in bytes.
     pub fn bytes(self) -> usize {
         match self {
-            DType::F32 => 4,
+            DType::F32 | DType::I32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::F64 | DType::I64 => 8,
+            DType::Bool => 1,
         }
     }
     /// Name as in NumPy (`"float32"`).
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "float32",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F64 => "float64",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::Bool => "bool",
         }
+    }
+    /// The dtype named `name` (NumPy names), if any.
+    ///
+    /// ```
+    /// assert_eq!(_core::analysis::DType::parse("bfloat16"), Some(_core::analysis::DType::BF16));
+    /// assert_eq!(_core::analysis::DType::parse("float8"), None);
+    /// ```
+    pub fn parse(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+    /// True for the floating-point dtypes.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
     }
 }
 
@@ -68,10 +113,15 @@ pub struct Tensor {
 }
 
 impl Tensor {
-    fn new(shape: Vec<usize>, constant: bool) -> Tensor {
+    /// A float32 tensor of `shape` without split positions.
+    pub fn new(shape: Vec<usize>, constant: bool) -> Tensor {
+        Tensor::of(DType::F32, shape, constant)
+    }
+    /// A tensor of `dtype` and `shape` without split positions.
+    pub fn of(dtype: DType, shape: Vec<usize>, constant: bool) -> Tensor {
         let splits = vec![None; shape.len()];
         Tensor {
-            dtype: DType::F32,
+            dtype,
             shape,
             constant,
             splits,
@@ -88,6 +138,10 @@ impl Tensor {
 pub enum Data {
     /// An integer parameter.
     Int(i64),
+    /// A float parameter.
+    Float(f64),
+    /// An integer-list parameter.
+    List(Vec<i64>),
     /// A symbol parameter.
     Sym(Symbol),
     /// A tensor.
@@ -146,31 +200,8 @@ impl Analysis<Mdl> for TensorAnalysis {
     }
 }
 
-fn out_size(size: usize, kernel: usize, stride: usize, pad: i64) -> Result<usize, String> {
-    if stride == 0 {
-        return Err("stride must be positive".into());
-    }
-    match pad {
-        0 => Ok(size.div_ceil(stride)),
-        1 => {
-            if kernel > size {
-                return Err(format!("VALID padding with kernel {kernel} > size {size}"));
-            }
-            Ok((size - kernel + 1).div_ceil(stride))
-        }
-        p => Err(format!("padding mode {p} is not 0 (SAME) or 1 (VALID)")),
-    }
-}
-
-fn act_ok(act: i64) -> Result<(), String> {
-    if ACTIVATIONS.contains(&act) {
-        Ok(())
-    } else {
-        Err(format!("activation {act} is not 0..=3"))
-    }
-}
-
-/// Compute the output [`Data`] of `enode` from its children's data.
+/// Compute the output [`Data`] of `enode` from its children's data, by the type rule
+/// declared with its operator ([`crate::lang::OpDecl::infer`]).
 ///
 /// Errors: a message naming the operator and the offending shapes or parameters
 /// (e.g. `matmul: inner dimensions differ: [2, 3] @ [4, 5]`).
@@ -182,352 +213,28 @@ fn act_ok(act: i64) -> Result<(), String> {
 /// assert!(infer(&Mdl::Num(3), |_| &a).is_ok());
 /// ```
 pub fn infer<'a>(enode: &Mdl, data: impl Fn(Id) -> &'a Data) -> Result<Data, String> {
-    let name = enode_name(enode);
-    let err = |msg: String| format!("{name}: {msg}");
-    let int = |id: Id| match data(id) {
-        Data::Int(v) => Ok(*v),
-        d => Err(err(format!(
-            "expected an integer parameter, got {}",
-            describe(d)
-        ))),
-    };
-    let sym = |id: Id| match data(id) {
-        Data::Sym(s) => Ok(*s),
-        d => Err(err(format!(
-            "expected a symbol parameter, got {}",
-            describe(d)
-        ))),
-    };
-    let ten = |id: Id| match data(id) {
-        Data::Tensor(t) => Ok(t),
-        d => Err(err(format!(
-            "expected a tensor operand, got {}",
-            describe(d)
-        ))),
-    };
-    let out = match enode {
-        Mdl::Num(v) => Data::Int(*v),
-        Mdl::Var(s) => Data::Sym(*s),
-        Mdl::Input([n]) | Mdl::Weight([n]) => {
-            let s = sym(*n)?;
-            let text = s.as_str();
-            let dims = text
-                .rsplit_once('@')
-                .and_then(|(_, d)| parse_dims(d))
-                .ok_or_else(|| err(format!("name `{text}` is not `name@d0_d1_...`")))?;
-            Data::Tensor(Tensor::new(dims, matches!(enode, Mdl::Weight(_))))
+    match enode {
+        Mdl::Num(v) => Ok(Data::Int(*v)),
+        Mdl::Float(v) => Ok(Data::Float(v.get())),
+        Mdl::List(v) => Ok(Data::List(v.to_vec())),
+        Mdl::Var(s) => Ok(Data::Sym(*s)),
+        Mdl::Op(op, children) => {
+            let decl = op.decl();
+            let args: Vec<&Data> = children.iter().map(|c| data(*c)).collect();
+            (decl.infer)(&Operands::new(decl, &args)).map_err(|m| format!("{}: {m}", decl.name))
         }
-        Mdl::Ewadd([a, b]) | Mdl::Ewmul([a, b]) | Mdl::Noop([a, b]) => {
-            let (x, y) = (ten(*a)?, ten(*b)?);
-            if matches!(enode, Mdl::Noop(_)) {
-                Data::Tensor(Tensor::new(vec![], x.constant && y.constant))
-            } else {
-                if x.shape != y.shape {
-                    return Err(err(format!(
-                        "shapes differ: {:?} and {:?}",
-                        x.shape, y.shape
-                    )));
-                }
-                let mut t = x.clone();
-                t.constant = x.constant && y.constant;
-                for (s, o) in t.splits.iter_mut().zip(&y.splits) {
-                    if s.is_none() {
-                        s.clone_from(o);
-                    }
-                }
-                Data::Tensor(t)
-            }
-        }
-        Mdl::Relu(x) | Mdl::Tanh(x) | Mdl::Sigmoid(x) | Mdl::Dropout(x) => {
-            Data::Tensor(ten(*x)?.clone())
-        }
-        Mdl::Matmul([act, a, b]) => {
-            act_ok(int(*act)?).map_err(err)?;
-            let (x, y) = (ten(*a)?, ten(*b)?);
-            let n = x.shape.len();
-            if n < 2 || y.shape.len() != n {
-                return Err(err(format!(
-                    "operands must have the same rank >= 2: {:?} @ {:?}",
-                    x.shape, y.shape
-                )));
-            }
-            if x.shape[..n - 2] != y.shape[..n - 2] {
-                return Err(err(format!(
-                    "batch dimensions differ: {:?} @ {:?}",
-                    x.shape, y.shape
-                )));
-            }
-            if x.shape[n - 1] != y.shape[n - 2] {
-                return Err(err(format!(
-                    "inner dimensions differ: {:?} @ {:?}",
-                    x.shape, y.shape
-                )));
-            }
-            let mut shape = x.shape.clone();
-            shape[n - 1] = y.shape[n - 1];
-            let mut t = Tensor::new(shape, x.constant && y.constant);
-            t.splits[..n - 1].clone_from_slice(&x.splits[..n - 1]);
-            t.splits[n - 1].clone_from(&y.splits[n - 1]);
-            Data::Tensor(t)
-        }
-        Mdl::Conv2d([sh, sw, pad, act, x, w]) => {
-            let (sh, sw, pad) = (int(*sh)?, int(*sw)?, int(*pad)?);
-            act_ok(int(*act)?).map_err(err)?;
-            let (x, w) = (ten(*x)?, ten(*w)?);
-            if x.shape.len() != 4 || w.shape.len() != 4 {
-                return Err(err(format!(
-                    "input and weight must be 4-D (NCHW, OIHW): {:?}, {:?}",
-                    x.shape, w.shape
-                )));
-            }
-            let (c, wi, o) = (x.shape[1], w.shape[1], w.shape[0]);
-            if wi == 0 || c % wi != 0 || o % (c / wi) != 0 {
-                return Err(err(format!(
-                    "weight {:?} does not fit input {:?} (groups = C / I must divide O)",
-                    w.shape, x.shape
-                )));
-            }
-            if sh < 1 || sw < 1 {
-                return Err(err(format!("strides must be positive, got {sh}, {sw}")));
-            }
-            let h = out_size(x.shape[2], w.shape[2], sh as usize, pad).map_err(err)?;
-            let wd = out_size(x.shape[3], w.shape[3], sw as usize, pad).map_err(err)?;
-            let mut t = Tensor::new(vec![x.shape[0], o, h, wd], x.constant && w.constant);
-            t.splits[0].clone_from(&x.splits[0]);
-            t.splits[1].clone_from(&w.splits[0]);
-            Data::Tensor(t)
-        }
-        Mdl::Poolmax([x, kh, kw, sh, sw, pad, act])
-        | Mdl::Poolavg([x, kh, kw, sh, sw, pad, act]) => {
-            let x = ten(*x)?;
-            let (kh, kw, sh, sw, pad) = (int(*kh)?, int(*kw)?, int(*sh)?, int(*sw)?, int(*pad)?);
-            act_ok(int(*act)?).map_err(err)?;
-            if x.shape.len() != 4 {
-                return Err(err(format!("input must be 4-D NCHW: {:?}", x.shape)));
-            }
-            if kh < 1 || kw < 1 || sh < 1 || sw < 1 {
-                return Err(err("kernel and strides must be positive".into()));
-            }
-            let h = out_size(x.shape[2], kh as usize, sh as usize, pad).map_err(err)?;
-            let w = out_size(x.shape[3], kw as usize, sw as usize, pad).map_err(err)?;
-            let mut t = Tensor::new(vec![x.shape[0], x.shape[1], h, w], x.constant);
-            t.splits[..2].clone_from_slice(&x.splits[..2]);
-            Data::Tensor(t)
-        }
-        Mdl::Transpose([x, perm]) => {
-            let x = ten(*x)?;
-            let p = sym(*perm)?;
-            let perm = parse_dims(p.as_str())
-                .ok_or_else(|| err(format!("permutation `{p}` is not `d0_d1_...`")))?;
-            let mut seen = perm.clone();
-            seen.sort_unstable();
-            if seen != (0..x.shape.len()).collect::<Vec<_>>() {
-                return Err(err(format!("`{p}` is not a permutation of {:?}", x.shape)));
-            }
-            let mut t = Tensor::new(perm.iter().map(|&i| x.shape[i]).collect(), x.constant);
-            t.splits = perm.iter().map(|&i| x.splits[i].clone()).collect();
-            Data::Tensor(t)
-        }
-        Mdl::Enlarge([w, r]) => {
-            let (w, r) = (ten(*w)?, ten(*r)?);
-            if w.shape.len() != 4 || r.shape.len() != 4 {
-                return Err(err(format!(
-                    "kernels must be 4-D: {:?}, {:?}",
-                    w.shape, r.shape
-                )));
-            }
-            let (kh, kw) = (r.shape[2], r.shape[3]);
-            if w.shape[2] > kh
-                || w.shape[3] > kw
-                || (kh - w.shape[2]) % 2 != 0
-                || (kw - w.shape[3]) % 2 != 0
-            {
-                return Err(err(format!(
-                    "kernel {:?} cannot be centred in {}x{}",
-                    w.shape, kh, kw
-                )));
-            }
-            let mut t = Tensor::new(vec![w.shape[0], w.shape[1], kh, kw], w.constant);
-            t.splits[..2].clone_from_slice(&w.splits[..2]);
-            Data::Tensor(t)
-        }
-        Mdl::Concat([axis, nd, rest @ ..]) => {
-            concat(int(*axis)?, int(*nd)?, rest, &ten).map_err(err)?
-        }
-        Mdl::Concat3([axis, nd, rest @ ..]) => {
-            concat(int(*axis)?, int(*nd)?, rest, &ten).map_err(err)?
-        }
-        Mdl::Concat4([axis, nd, rest @ ..]) => {
-            concat(int(*axis)?, int(*nd)?, rest, &ten).map_err(err)?
-        }
-        Mdl::Concat5([axis, nd, rest @ ..]) => {
-            concat(int(*axis)?, int(*nd)?, rest, &ten).map_err(err)?
-        }
-        Mdl::Split([axis, x]) => {
-            let axis = int(*axis)?;
-            let x = ten(*x)?;
-            let ax = usize::try_from(axis)
-                .ok()
-                .filter(|a| *a < x.shape.len())
-                .ok_or_else(|| err(format!("axis {axis} out of range for {:?}", x.shape)))?;
-            let tree = x.splits[ax].clone().ok_or_else(|| {
-                err(format!(
-                    "axis {axis} of {:?} was not joined by a concat",
-                    x.shape
-                ))
-            })?;
-            let mut l = x.clone();
-            let mut r = x.clone();
-            l.shape[ax] = tree.at;
-            r.shape[ax] = x.shape[ax] - tree.at;
-            l.splits[ax].clone_from(&tree.left);
-            r.splits[ax].clone_from(&tree.right);
-            Data::Pair(Box::new((l, r)))
-        }
-        Mdl::Split0(s) | Mdl::Split1(s) => match data(*s) {
-            Data::Pair(p) => Data::Tensor(if matches!(enode, Mdl::Split0(_)) {
-                p.0.clone()
-            } else {
-                p.1.clone()
-            }),
-            d => return Err(err(format!("expected a split, got {}", describe(d)))),
-        },
-        Mdl::Merge([w, count]) => {
-            let w = ten(*w)?;
-            let count = int(*count)?;
-            if w.shape.len() != 4 || count < 1 || w.shape[0] % count as usize != 0 {
-                return Err(err(format!(
-                    "weight {:?} cannot merge {count} groups (O must be a multiple of count)",
-                    w.shape
-                )));
-            }
-            let mut shape = w.shape.clone();
-            shape[1] *= count as usize;
-            let mut t = Tensor::new(shape, w.constant);
-            t.splits[0].clone_from(&w.splits[0]);
-            Data::Tensor(t)
-        }
-        Mdl::Reshape([x, s]) => {
-            let x = ten(*x)?;
-            let s = sym(*s)?;
-            let shape = parse_dims(s.as_str())
-                .ok_or_else(|| err(format!("shape `{s}` is not `d0_d1_...`")))?;
-            if shape.iter().product::<usize>() != x.volume() {
-                return Err(err(format!("cannot reshape {:?} to {:?}", x.shape, shape)));
-            }
-            Data::Tensor(Tensor::new(shape, x.constant))
-        }
-        Mdl::Opaque(children) => {
-            let (first, operands) = children
-                .split_first()
-                .ok_or_else(|| err("needs a `name@d0_d1_...` type symbol".into()))?;
-            let s = sym(*first)?;
-            let text = s.as_str();
-            let dims = text
-                .rsplit_once('@')
-                .and_then(|(_, d)| parse_dims(d))
-                .ok_or_else(|| err(format!("type `{text}` is not `name@d0_d1_...`")))?;
-            for x in operands {
-                ten(*x)?;
-            }
-            // Never constant (it is not pre-computed) and no split positions: nothing the
-            // rules know about its operands is carried through it.
-            Data::Tensor(Tensor::new(dims, false))
-        }
-        Mdl::BatchNorm([x, rest @ ..]) => {
-            let x = ten(*x)?;
-            if x.shape.len() < 2 {
-                return Err(err(format!(
-                    "input must have a channel axis: {:?}",
-                    x.shape
-                )));
-            }
-            let mut constant = x.constant;
-            for p in rest {
-                let p = ten(*p)?;
-                if p.shape != [x.shape[1]] {
-                    return Err(err(format!(
-                        "parameter {:?} must be [C] = [{}]",
-                        p.shape, x.shape[1]
-                    )));
-                }
-                constant &= p.constant;
-            }
-            let mut t = x.clone();
-            t.constant = constant;
-            Data::Tensor(t)
-        }
-    };
-    Ok(out)
+    }
 }
 
-fn concat<'a>(
-    axis: i64,
-    ndim: i64,
-    parts: &[Id],
-    ten: &impl Fn(Id) -> Result<&'a Tensor, String>,
-) -> Result<Data, String> {
-    let ts: Vec<&Tensor> = parts.iter().map(|p| ten(*p)).collect::<Result<_, _>>()?;
-    let first = ts[0];
-    let n = first.shape.len();
-    if ndim != n as i64 {
-        return Err(format!(
-            "ndim parameter {ndim} differs from operand rank {n}"
-        ));
-    }
-    let ax = usize::try_from(axis)
-        .ok()
-        .filter(|a| *a < n)
-        .ok_or_else(|| format!("axis {axis} out of range for rank {n}"))?;
-    for t in &ts[1..] {
-        let ok = t.shape.len() == n && (0..n).all(|i| i == ax || t.shape[i] == first.shape[i]);
-        if !ok {
-            return Err(format!(
-                "operands disagree off axis {axis}: {:?} and {:?}",
-                first.shape, t.shape
-            ));
-        }
-    }
-    let mut out = first.clone();
-    out.shape[ax] = ts.iter().map(|t| t.shape[ax]).sum();
-    out.constant = ts.iter().all(|t| t.constant);
-    // Nest to the right: concat3(a, b, c) splits into a | concat(b, c).
-    let mut tree = ts.last().unwrap().splits[ax].clone();
-    let mut acc = ts.last().unwrap().shape[ax];
-    for t in ts[..ts.len() - 1].iter().rev() {
-        tree = Some(Arc::new(SplitTree {
-            at: t.shape[ax],
-            left: t.splits[ax].clone(),
-            right: tree,
-        }));
-        acc += t.shape[ax];
-    }
-    debug_assert_eq!(acc, out.shape[ax]);
-    out.splits[ax] = tree;
-    for i in 0..n {
-        if i != ax && out.splits[i].is_none() {
-            out.splits[i] = ts.iter().find_map(|t| t.splits[i].clone());
-        }
-    }
-    Ok(Data::Tensor(out))
-}
-
-/// The operator name of an e-node (`"matmul"`, or `"num"` / `"symbol"` for leaves).
+/// The operator name of an e-node (`"matmul"`, or `"num"` / `"float"` / `"list"` /
+/// `"symbol"` for leaves).
 pub fn enode_name(enode: &Mdl) -> String {
     match enode {
         Mdl::Num(_) => "num".into(),
+        Mdl::Float(_) => "float".into(),
+        Mdl::List(_) => "list".into(),
         Mdl::Var(_) => "symbol".into(),
         e => e.to_string(),
-    }
-}
-
-fn describe(d: &Data) -> String {
-    match d {
-        Data::Int(v) => format!("integer {v}"),
-        Data::Sym(s) => format!("symbol `{s}`"),
-        Data::Tensor(t) => format!("tensor {:?}", t.shape),
-        Data::Pair(_) => "a split pair".into(),
-        Data::Invalid(e) => format!("an ill-typed operand ({e})"),
     }
 }
 

@@ -5,34 +5,82 @@
 //! Errors surface as `ValueError` with the analysis' message (`"conv2d: ..."`).
 
 use crate::analysis::{infer, Data};
-use crate::lang::{signature, Arg, Mdl, SIGNATURES};
+use crate::lang::{Arg, Mdl, Op, Output};
 use crate::rules;
 use crate::saturate::{Config, CycleFilter, Explorer};
-use egg::{FromOp, Id, Language, RecExpr, Symbol};
+use egg::{Id, Language, RecExpr, Symbol};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 use rustc_hash::FxHashMap;
 use std::time::Duration;
 
-/// Operator signatures: `{op: [(operand name, "int" | "sym" | "tensor" | "pair")]}`.
+/// Operator signatures: `{op: [(operand name, kind)]}`, kind one of `"int"`, `"float"`,
+/// `"list"`, `"sym"`, `"tensor"`, `"pair"`; the order is the e-node's child order. A
+/// variadic operator (`opaque`) lists its fixed operands only (see `operators()`).
 #[pyfunction]
 fn signatures(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let out = PyDict::new(py);
-    for (op, args) in SIGNATURES {
-        let list: Vec<(&str, &str)> = args.iter().map(|a| arg_pair(*a)).collect();
-        out.set_item(*op, list)?;
+    for op in Op::all() {
+        let list: Vec<(&str, &str)> = op
+            .decl()
+            .operands
+            .iter()
+            .map(|a| (a.name(), a.kind()))
+            .collect();
+        out.set_item(op.name(), list)?;
     }
     Ok(out)
 }
 
-fn arg_pair(a: Arg) -> (&'static str, &'static str) {
-    match a {
-        Arg::Int(n) => (n, "int"),
-        Arg::Sym(n) => (n, "sym"),
-        Arg::Tensor(n) => (n, "tensor"),
-        Arg::Pair(n) => (n, "pair"),
+/// Every declared operator: `{op: {"dialect", "operands": [(name, kind)], "variadic":
+/// (name, kind) | None, "output": "tensor" | "pair", "summary"}}`.
+#[pyfunction]
+fn operators(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    for op in Op::all() {
+        let d = op.decl();
+        let e = PyDict::new(py);
+        e.set_item("dialect", op.dialect().name)?;
+        let list: Vec<(&str, &str)> = d.operands.iter().map(|a| (a.name(), a.kind())).collect();
+        e.set_item("operands", list)?;
+        e.set_item("variadic", d.variadic.map(|a| (a.name(), a.kind())))?;
+        e.set_item(
+            "output",
+            match d.output {
+                Output::Tensor => "tensor",
+                Output::Pair => "pair",
+            },
+        )?;
+        e.set_item("summary", d.summary)?;
+        out.set_item(op.name(), e)?;
     }
+    Ok(out)
+}
+
+/// A parameter value from Python as the analysis data of its leaf.
+fn param_data(op: &str, a: Arg, v: &Bound<'_, PyAny>) -> PyResult<Data> {
+    let bad = |what: &str| {
+        PyValueError::new_err(format!("{op}: parameter `{}` must be {what}", a.name()))
+    };
+    Ok(match a {
+        Arg::Int(_) => Data::Int(v.extract::<i64>().map_err(|_| bad("an integer"))?),
+        Arg::Float(_) => {
+            let f = v.extract::<f64>().map_err(|_| bad("a float"))?;
+            if f.is_nan() {
+                return Err(bad("a float other than NaN"));
+            }
+            Data::Float(f)
+        }
+        Arg::List(_) => Data::List(
+            v.extract::<Vec<i64>>()
+                .map_err(|_| bad("a sequence of integers"))?,
+        ),
+        Arg::Sym(_) => Data::Sym(Symbol::from(
+            v.extract::<String>().map_err(|_| bad("a string"))?,
+        )),
+        Arg::Tensor(_) | Arg::Pair(_) => unreachable!("operands are not parameters"),
+    })
 }
 
 /// Builds a program node by node, type-checking each with the e-class analysis.
@@ -54,58 +102,48 @@ impl TypeChecker {
     }
 
     fn add(&mut self, op: &str, params: &Bound<'_, PyDict>, inputs: Vec<usize>) -> PyResult<usize> {
-        let sig = signature(op)
+        let o = Op::lookup(op)
             .ok_or_else(|| PyValueError::new_err(format!("unknown operator `{op}`")))?;
+        let d = o.decl();
         let mut leaves: Vec<Data> = Vec::new();
         let mut children: Vec<Id> = Vec::new();
         let mut next_input = inputs.iter();
         let base = self.data.len();
-        for a in sig {
-            match a {
-                Arg::Int(name) | Arg::Sym(name) => {
-                    let v = params.get_item(name)?.ok_or_else(|| {
-                        PyValueError::new_err(format!("{op}: missing parameter `{name}`"))
-                    })?;
-                    let d = if matches!(a, Arg::Int(_)) {
-                        Data::Int(v.extract::<i64>().map_err(|_| {
-                            PyValueError::new_err(format!(
-                                "{op}: parameter `{name}` must be an integer"
-                            ))
-                        })?)
-                    } else {
-                        Data::Sym(Symbol::from(v.extract::<String>().map_err(|_| {
-                            PyValueError::new_err(format!(
-                                "{op}: parameter `{name}` must be a string"
-                            ))
-                        })?))
-                    };
-                    children.push(Id::from(base + leaves.len()));
-                    leaves.push(d);
-                }
-                Arg::Tensor(name) | Arg::Pair(name) => {
-                    let i = *next_input.next().ok_or_else(|| {
-                        PyValueError::new_err(format!("{op}: missing operand `{name}`"))
-                    })?;
-                    if i >= base {
-                        return Err(PyValueError::new_err(format!(
-                            "{op}: operand id {i} does not exist yet"
-                        )));
-                    }
-                    children.push(Id::from(i));
-                }
+        let mut push_input = |name: &str, children: &mut Vec<Id>| -> PyResult<()> {
+            let i = *next_input
+                .next()
+                .ok_or_else(|| PyValueError::new_err(format!("{op}: missing operand `{name}`")))?;
+            if i >= base {
+                return Err(PyValueError::new_err(format!(
+                    "{op}: operand id {i} does not exist yet"
+                )));
+            }
+            children.push(Id::from(i));
+            Ok(())
+        };
+        for a in d.operands {
+            if a.is_param() {
+                let v = params.get_item(a.name())?.ok_or_else(|| {
+                    PyValueError::new_err(format!("{op}: missing parameter `{}`", a.name()))
+                })?;
+                children.push(Id::from(base + leaves.len()));
+                leaves.push(param_data(op, *a, &v)?);
+            } else {
+                push_input(a.name(), &mut children)?;
             }
         }
-        if next_input.next().is_some() {
+        let fixed_inputs = d.operands.iter().filter(|a| !a.is_param()).count();
+        if let Some(v) = d.variadic {
+            for _ in fixed_inputs..inputs.len() {
+                push_input(v.name(), &mut children)?;
+            }
+        } else if inputs.len() != fixed_inputs {
             return Err(PyValueError::new_err(format!(
-                "{op}: takes {} tensor operands, got {}",
-                sig.iter()
-                    .filter(|a| matches!(a, Arg::Tensor(_) | Arg::Pair(_)))
-                    .count(),
+                "{op}: takes {fixed_inputs} tensor operands, got {}",
                 inputs.len()
             )));
         }
-        let enode =
-            Mdl::from_op(op, children).map_err(|e| PyValueError::new_err(format!("{op}: {e}")))?;
+        let enode = Mdl::op(op, children).map_err(PyValueError::new_err)?;
         let data = &self.data;
         let out = infer(&enode, |id| {
             let i = usize::from(id);
@@ -118,6 +156,15 @@ impl TypeChecker {
         .map_err(PyValueError::new_err)?;
         self.data.push(out);
         Ok(self.data.len() - 1)
+    }
+
+    /// The dtype name of tensor node `id` (`"float32"`, ...).
+    fn dtype(&self, id: usize) -> PyResult<&'static str> {
+        match self.get(id)? {
+            Data::Tensor(t) => Ok(t.dtype.name()),
+            Data::Pair(p) => Ok(p.0.dtype.name()),
+            _ => Err(PyValueError::new_err(format!("node {id} is not a tensor"))),
+        }
     }
 
     fn shape(&self, id: usize) -> PyResult<Vec<usize>> {
@@ -136,6 +183,8 @@ impl TypeChecker {
             Data::Tensor(_) => "tensor",
             Data::Pair(_) => "pair",
             Data::Int(_) => "int",
+            Data::Float(_) => "float",
+            Data::List(_) => "list",
             Data::Sym(_) => "sym",
             Data::Invalid(_) => "invalid",
         })
@@ -239,23 +288,34 @@ impl RuleSet {
                 .map_err(|_| PyValueError::new_err(format!("bad variable name `{name}`")))?;
             let id = if let Ok(i) = v.extract::<i64>() {
                 eg.add(Mdl::Num(i))
-            } else {
-                let (shape, constant): (Vec<usize>, bool) = v.extract().map_err(|_| {
-                    PyValueError::new_err(format!(
-                        "binding of `{name}` must be an int or (shape, constant)"
-                    ))
+            } else if let Ok(f) = v.extract::<f64>() {
+                eg.add(Mdl::leaf(&format!("{f:?}")).map_err(PyValueError::new_err)?)
+            } else if v.is_instance_of::<PyList>() {
+                let items: Vec<i64> = v.extract().map_err(|_| {
+                    PyValueError::new_err(format!("list binding of `{name}` must hold integers"))
                 })?;
+                eg.add(Mdl::List(items.into_boxed_slice()))
+            } else {
+                let (shape, constant, dtype): (Vec<usize>, bool, String) = v
+                    .extract()
+                    .or_else(|_| {
+                        v.extract::<(Vec<usize>, bool)>()
+                            .map(|(s, c)| (s, c, "float32".to_string()))
+                    })
+                    .map_err(|_| {
+                        PyValueError::new_err(format!(
+                            "binding of `{name}` must be an int, a float, a list of ints or \
+                             (shape, constant[, dtype])"
+                        ))
+                    })?;
                 let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
                 let sym = eg.add(Mdl::Var(Symbol::from(format!(
-                    "{}@{}",
+                    "{}@{}:{dtype}",
                     name.trim_start_matches('?'),
                     dims.join("_")
                 ))));
-                eg.add(if constant {
-                    Mdl::Weight([sym])
-                } else {
-                    Mdl::Input([sym])
-                })
+                let leaf = if constant { "weight" } else { "input" };
+                eg.add(Mdl::op(leaf, vec![sym]).expect("input/weight take one symbol"))
             };
             subst.insert(var, id);
         }
@@ -375,11 +435,7 @@ impl EGraph {
                 if self.ex.filter.contains(n) {
                     filtered.push(node_op.len());
                 }
-                node_op.push(match n {
-                    Mdl::Num(v) => v.to_string(),
-                    Mdl::Var(s) => s.to_string(),
-                    other => other.to_string(),
-                });
+                node_op.push(n.to_string());
                 node_eclass.push(i);
                 node_children.push(n.children().iter().map(|ch| index[&eg.find(*ch)]).collect());
             }
@@ -388,6 +444,14 @@ impl EGraph {
                 Data::Int(v) => {
                     d.set_item("kind", "int")?;
                     d.set_item("value", v)?;
+                }
+                Data::Float(v) => {
+                    d.set_item("kind", "float")?;
+                    d.set_item("value", v)?;
+                }
+                Data::List(v) => {
+                    d.set_item("kind", "list")?;
+                    d.set_item("value", v.clone())?;
                 }
                 Data::Sym(s) => {
                     d.set_item("kind", "sym")?;
@@ -402,6 +466,7 @@ impl EGraph {
                 Data::Pair(p) => {
                     d.set_item("kind", "pair")?;
                     d.set_item("shapes", (p.0.shape.clone(), p.1.shape.clone()))?;
+                    d.set_item("dtype", p.0.dtype.name())?;
                     d.set_item("constant", p.0.constant && p.1.constant)?;
                 }
                 Data::Invalid(e) => {
@@ -445,8 +510,12 @@ fn flat_to_expr(nodes: &[(String, Vec<usize>)]) -> PyResult<RecExpr<Mdl>> {
                 "node {i} ({op}): child {c} is not an earlier node"
             )));
         }
-        let node = Mdl::from_op(op, children.iter().map(|c| Id::from(*c)).collect())
-            .map_err(|e| PyValueError::new_err(format!("node {i} ({op}): {e}")))?;
+        let node = if children.is_empty() {
+            egg::FromOp::from_op(op, vec![]).map_err(|e: crate::lang::ParseError| e.0)
+        } else {
+            Mdl::op(op, children.iter().map(|c| Id::from(*c)).collect())
+        }
+        .map_err(|e| PyValueError::new_err(format!("node {i} ({op}): {e}")))?;
         expr.add(node);
     }
     Ok(expr)
@@ -456,6 +525,7 @@ fn flat_to_expr(nodes: &[(String, Vec<usize>)]) -> PyResult<RecExpr<Mdl>> {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(signatures, m)?)?;
+    m.add_function(wrap_pyfunction!(operators, m)?)?;
     m.add_class::<TypeChecker>()?;
     m.add_class::<RuleSet>()?;
     m.add_class::<EGraph>()?;

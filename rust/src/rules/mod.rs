@@ -10,7 +10,7 @@
 //!
 //! Patterns are s-expressions over [`crate::lang::Mdl`] with `?variables`, integer and
 //! symbol literals; operators, arity and operand kinds are checked against
-//! [`crate::lang::SIGNATURES`]. Conditions are described in [`cond`]. A rule continues on
+//! the operators' declarations ([`crate::lang::OpDecl`]). Conditions are described in [`cond`]. A rule continues on
 //! the next line when that line starts with whitespace or while a parenthesis is open.
 //! Every error reads `file:line:col: message`. The full reference is `docs/rules.md`.
 //!
@@ -501,15 +501,19 @@ n: (tanh ?x) => (tanh ?x)
     }
 
     #[test]
-    fn symbol_and_integer_literals_become_leaves() {
-        let rs = parse("t: (transpose (transpose ?x 1_0) 1_0) => ?x", "t").unwrap();
-        let expr: RecExpr<Mdl> = "(transpose (transpose (input a@2_3) 1_0) 1_0)"
+    fn list_and_integer_literals_become_leaves() {
+        let rs = parse("t: (transpose (transpose ?x [1, 0]) [1,0]) => ?x", "t").unwrap();
+        let expr: RecExpr<Mdl> = "(transpose (transpose (input a@2_3) [1,0]) [1,0])"
             .parse()
             .unwrap();
         let mut eg: EGraph<Mdl, TensorAnalysis> = Default::default();
         eg.add_expr(&expr);
         eg.rebuild();
         assert_eq!(rs.rules[0].sources[0].search(&eg).len(), 1);
+        let e = parse("t: (transpose ?x 1_0) => ?x", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t:1:18") && e.contains("integer-list"), "{e}");
     }
 
     #[test]

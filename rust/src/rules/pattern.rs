@@ -1,12 +1,12 @@
-//! Pattern parsing: s-expressions over the language, checked against
-//! [`crate::lang::SIGNATURES`] (operator names, arity, operand kinds) and compiled to egg
+//! Pattern parsing: s-expressions over the language, checked against the operators'
+//! declarations ([`crate::lang::OpDecl`]: names, arity, operand kinds) and compiled to egg
 //! patterns. Variables record the kind of position they are bound at, so that a variable
 //! used both as a tensor and as an integer parameter is reported.
 
 use super::text::{Ch, Kind, Pos};
 use super::RuleError;
-use crate::lang::{signature, Arg, Mdl};
-use egg::{ENodeOrVar, FromOp, Id, Pattern, PatternAst, Var};
+use crate::lang::{decl, Arg, Mdl, Output};
+use egg::{ENodeOrVar, Id, Pattern, PatternAst, Var};
 use indexmap::IndexMap;
 
 enum Sexp {
@@ -24,6 +24,21 @@ fn tokens(text: &[Ch]) -> Vec<(String, Pos)> {
         let c = text[i].c;
         if c.is_whitespace() {
             i += 1;
+        } else if c == '[' {
+            // A list literal is one token; spaces inside it are dropped: `[1, 0]` = `[1,0]`.
+            let start = i;
+            let mut tok = String::new();
+            while i < text.len() {
+                let ch = text[i].c;
+                i += 1;
+                if !ch.is_whitespace() {
+                    tok.push(ch);
+                }
+                if ch == ']' {
+                    break;
+                }
+            }
+            out.push((tok, text[start].pos()));
         } else if c == '(' || c == ')' {
             out.push((c.to_string(), text[i].pos()));
             i += 1;
@@ -76,12 +91,15 @@ struct Slot {
 }
 
 fn arg_kind(a: &Arg) -> (Kind, &'static str) {
-    match a {
-        Arg::Int(n) => (Kind::Int, n),
-        Arg::Sym(n) => (Kind::Sym, n),
-        Arg::Tensor(n) => (Kind::Tensor, n),
-        Arg::Pair(n) => (Kind::Pair, n),
-    }
+    let kind = match a {
+        Arg::Int(_) => Kind::Int,
+        Arg::Float(_) => Kind::Float,
+        Arg::List(_) => Kind::List,
+        Arg::Sym(_) => Kind::Sym,
+        Arg::Tensor(_) => Kind::Tensor,
+        Arg::Pair(_) => Kind::Pair,
+    };
+    (kind, a.name())
 }
 
 impl Builder<'_> {
@@ -127,27 +145,36 @@ impl Builder<'_> {
                 Ok(self.ast.add(ENodeOrVar::Var(v)))
             }
             Sexp::Atom(a, pos) => {
-                if let Ok(v) = a.parse::<i64>() {
-                    if !matches!(slot.kind, Kind::Int | Kind::Sym | Kind::Any) {
-                        return Err(self.mismatch(*pos, slot, &format!("integer `{a}`")));
-                    }
-                    return Ok(self.ast.add(ENodeOrVar::ENode(Mdl::Num(v))));
-                }
-                if signature(a).is_some() {
+                if decl(a).is_some() {
                     return Err(RuleError::at(
                         self.file,
                         *pos,
                         format!("operator `{a}` must be applied in parentheses: `({a} ...)`"),
                     ));
                 }
-                if !matches!(slot.kind, Kind::Sym | Kind::Any) {
-                    return Err(self.mismatch(
-                        *pos,
-                        slot,
-                        &format!("symbol `{a}` (variables start with `?`)"),
-                    ));
+                let leaf = Mdl::leaf(a).map_err(|e| RuleError::at(self.file, *pos, e))?;
+                let (kind, what) = match &leaf {
+                    Mdl::Num(_) => (Kind::Int, format!("integer `{a}`")),
+                    Mdl::Float(_) => (Kind::Float, format!("float `{a}`")),
+                    Mdl::List(_) => (Kind::List, format!("list `{a}`")),
+                    _ => (
+                        Kind::Sym,
+                        format!("symbol `{a}` (variables start with `?`)"),
+                    ),
+                };
+                // An integer literal may stand for a float parameter (`1` for `1.0`).
+                let fits = slot.kind == Kind::Any
+                    || slot.kind == kind
+                    || (kind == Kind::Int && matches!(slot.kind, Kind::Sym | Kind::Float));
+                if !fits {
+                    return Err(self.mismatch(*pos, slot, &what));
                 }
-                Ok(self.ast.add(ENodeOrVar::ENode(Mdl::Var(a.as_str().into()))))
+                let leaf = match (&leaf, slot.kind) {
+                    (Mdl::Num(v), Kind::Float) => Mdl::leaf(&format!("{v}.0"))
+                        .map_err(|e| RuleError::at(self.file, *pos, e))?,
+                    _ => leaf,
+                };
+                Ok(self.ast.add(ENodeOrVar::ENode(leaf)))
             }
             Sexp::List(items, pos) => {
                 let Some(Sexp::Atom(op, op_pos)) = items.first() else {
@@ -158,14 +185,22 @@ impl Builder<'_> {
                     };
                     return Err(RuleError::at(self.file, *pos, msg));
                 };
-                let Some(sig) = signature(op) else {
+                let Some(d) = decl(op) else {
                     return Err(RuleError::at(
                         self.file,
                         *op_pos,
                         format!("unknown operator `{op}`"),
                     ));
                 };
+                let sig = d.operands;
                 let args = &items[1..];
+                if d.variadic.is_some() {
+                    return Err(RuleError::at(
+                        self.file,
+                        *op_pos,
+                        format!("`{op}` takes any number of operands and cannot appear in a rule"),
+                    ));
+                }
                 if args.len() != sig.len() {
                     let names: Vec<&str> = sig.iter().map(|a| arg_kind(a).1).collect();
                     return Err(RuleError::at(
@@ -180,10 +215,9 @@ impl Builder<'_> {
                         ),
                     ));
                 }
-                let out = if op == "split" {
-                    Kind::Pair
-                } else {
-                    Kind::Tensor
+                let out = match d.output {
+                    Output::Pair => Kind::Pair,
+                    Output::Tensor => Kind::Tensor,
                 };
                 if !matches!(slot.kind, Kind::Any) && slot.kind != out {
                     return Err(self.mismatch(*pos, slot, &format!("`({op} ...)`, {out}")));
@@ -197,8 +231,8 @@ impl Builder<'_> {
                     };
                     ids.push(self.build(s, &slot)?);
                 }
-                let node = Mdl::from_op(op, ids).map_err(|e| {
-                    RuleError::at(self.file, *op_pos, format!("cannot build `{op}`: {e:?}"))
+                let node = Mdl::op(op, ids).map_err(|e| {
+                    RuleError::at(self.file, *op_pos, format!("cannot build `{op}`: {e}"))
                 })?;
                 Ok(self.ast.add(ENodeOrVar::ENode(node)))
             }

@@ -32,6 +32,8 @@ impl Ch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Int,
+    Float,
+    List,
     Sym,
     Tensor,
     Pair,
@@ -43,6 +45,8 @@ impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Kind::Int => "an integer parameter",
+            Kind::Float => "a float parameter",
+            Kind::List => "an integer-list parameter",
             Kind::Sym => "a symbol parameter",
             Kind::Tensor => "a tensor",
             Kind::Pair => "a split pair",
