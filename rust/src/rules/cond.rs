@@ -10,11 +10,15 @@
 //! expr       := term (("+" | "-") term)*
 //! term       := unary ("*" unary)*
 //! unary      := "-" unary | primary
-//! primary    := INTEGER | ?v | "dim" "(" ?t "," ["-"] INTEGER ")" | "rank" "(" ?t ")" | "(" expr ")"
+//! primary    := INTEGER | ?v | "dim" "(" ?t "," ["-"] INTEGER ")" | "rank" "(" ?t ")"
+//!             | "len" "(" ?l ")" | "at" "(" ?l "," ["-"] INTEGER ")" | LIST | "(" expr ")"
+//! LIST       := "[" [ ["-"] INTEGER { "," ["-"] INTEGER } ] "]"
 //! ```
 //!
-//! `?v` in an expression must be bound to an integer parameter, `dim`/`rank`/`const` take a
-//! tensor variable. A condition whose operands are missing or of the wrong kind (a `dim`
+//! `?v` in an expression must be bound to an integer parameter, except in `==` / `!=`
+//! between two lists: `?p == [1,0]` or `?p != ?q` compare integer-list parameters.
+//! `len(?l)` is the length of a list parameter, `at(?l, k)` its element `k` (negative `k`
+//! counts from the end). `dim`/`rank`/`const` take a tensor variable. A condition whose operands are missing or of the wrong kind (a `dim`
 //! index out of range, an overflow) is false, so the rule is simply not applied.
 //!
 //! ```
@@ -43,6 +47,12 @@ pub enum Expr {
     Dim(Var, i64),
     /// `rank(?t)`: number of dimensions of tensor `?t`.
     Rank(Var),
+    /// `len(?l)`: length of list parameter `?l`.
+    Len(Var),
+    /// `at(?l, k)`: element `k` of list parameter `?l` (negative `k` from the end).
+    At(Var, i64),
+    /// A list literal `[1,0]` (only as a side of `==` / `!=`).
+    List(Vec<i64>),
     /// `a + b`.
     Add(Box<Expr>, Box<Expr>),
     /// `a - b`.
@@ -105,6 +115,13 @@ pub enum Condition {
 
 type G = EGraph<Mdl, TensorAnalysis>;
 
+fn list<'a>(eg: &'a G, subst: &Subst, v: Var) -> Option<&'a [i64]> {
+    match &eg[*subst.get(v)?].data {
+        Data::List(l) => Some(l),
+        _ => None,
+    }
+}
+
 fn tensor<'a>(eg: &'a G, subst: &Subst, v: Var) -> Option<&'a crate::analysis::Tensor> {
     match &eg[*subst.get(v)?].data {
         Data::Tensor(t) => Some(t),
@@ -132,6 +149,14 @@ impl Expr {
                 i64::try_from(t.shape[k as usize]).ok()?
             }
             Expr::Rank(v) => tensor(eg, subst, *v)?.shape.len() as i64,
+            Expr::Len(v) => list(eg, subst, *v)?.len() as i64,
+            Expr::At(v, k) => {
+                let l = list(eg, subst, *v)?;
+                let n = l.len() as i64;
+                let k = if *k < 0 { n + *k } else { *k };
+                *l.get(usize::try_from(k).ok()?)?
+            }
+            Expr::List(_) => return None,
             Expr::Add(a, b) => a.eval(eg, subst)?.checked_add(b.eval(eg, subst)?)?,
             Expr::Sub(a, b) => a.eval(eg, subst)?.checked_sub(b.eval(eg, subst)?)?,
             Expr::Mul(a, b) => a.eval(eg, subst)?.checked_mul(b.eval(eg, subst)?)?,
@@ -144,12 +169,19 @@ impl Expr {
             Expr::Lit(_) => {}
             Expr::Int(v) => out.push((*v, Kind::Int)),
             Expr::Dim(v, _) | Expr::Rank(v) => out.push((*v, Kind::Tensor)),
+            Expr::Len(v) | Expr::At(v, _) => out.push((*v, Kind::List)),
+            Expr::List(_) => {}
             Expr::Add(a, b) | Expr::Sub(a, b) | Expr::Mul(a, b) => {
                 a.vars(out);
                 b.vars(out);
             }
             Expr::Neg(a) => a.vars(out),
         }
+    }
+
+    /// A bare variable or a list literal: may stand for a list in `==` / `!=`.
+    fn is_list_side(&self) -> bool {
+        matches!(self, Expr::Int(_) | Expr::List(_))
     }
 
     fn prec(&self) -> u8 {
@@ -175,6 +207,12 @@ impl fmt::Display for Expr {
             Expr::Int(v) => write!(f, "{v}"),
             Expr::Dim(v, k) => write!(f, "dim({v}, {k})"),
             Expr::Rank(v) => write!(f, "rank({v})"),
+            Expr::Len(v) => write!(f, "len({v})"),
+            Expr::At(v, k) => write!(f, "at({v}, {k})"),
+            Expr::List(l) => {
+                let items: Vec<String> = l.iter().map(|i| i.to_string()).collect();
+                write!(f, "[{}]", items.join(", "))
+            }
             Expr::Add(a, b) | Expr::Sub(a, b) | Expr::Mul(a, b) => {
                 let (op, p) = match self {
                     Expr::Add(..) => ("+", 1),
@@ -207,6 +245,23 @@ impl Condition {
     /// ```
     pub fn holds(&self, egraph: &G, subst: &Subst) -> bool {
         match self {
+            Condition::Compare(a, c, b) if matches!(c, Cmp::Eq | Cmp::Ne) && a.is_list_side() => {
+                fn side<'a>(e: &'a Expr, eg: &'a G, subst: &Subst) -> Option<&'a [i64]> {
+                    match e {
+                        Expr::List(l) => Some(l.as_slice()),
+                        Expr::Int(v) => list(eg, subst, *v),
+                        _ => None,
+                    }
+                }
+                match (side(a, egraph, subst), side(b, egraph, subst)) {
+                    (Some(x), Some(y)) => (x == y) == (*c == Cmp::Eq),
+                    // An integer-valued `?v == ?w`.
+                    _ => match (a.eval(egraph, subst), b.eval(egraph, subst)) {
+                        (Some(x), Some(y)) => c.holds(x, y),
+                        _ => false,
+                    },
+                }
+            }
             Condition::Compare(a, c, b) => match (a.eval(egraph, subst), b.eval(egraph, subst)) {
                 (Some(x), Some(y)) => c.holds(x, y),
                 _ => false,
@@ -221,9 +276,29 @@ impl Condition {
     pub(crate) fn vars(&self) -> Vec<(Var, Kind)> {
         let mut out = vec![];
         match self {
-            Condition::Compare(a, _, b) => {
-                a.vars(&mut out);
-                b.vars(&mut out);
+            Condition::Compare(a, c, b) => {
+                if matches!(c, Cmp::Eq | Cmp::Ne)
+                    && a.is_list_side()
+                    && b.is_list_side()
+                    && (matches!(a, Expr::List(_)) || matches!(b, Expr::List(_)))
+                {
+                    // `?p == [1,0]`: ?p is a list.
+                    for e in [a, b] {
+                        if let Expr::Int(v) = e {
+                            out.push((*v, Kind::List));
+                        }
+                    }
+                } else if matches!(c, Cmp::Eq | Cmp::Ne) && a.is_list_side() && b.is_list_side() {
+                    // `?p == ?q`: integers or lists, as the patterns bind them.
+                    for e in [a, b] {
+                        if let Expr::Int(v) = e {
+                            out.push((*v, Kind::Any));
+                        }
+                    }
+                } else {
+                    a.vars(&mut out);
+                    b.vars(&mut out);
+                }
             }
             Condition::Const(v, _) => out.push((*v, Kind::Tensor)),
         }
@@ -262,8 +337,8 @@ impl fmt::Display for Tok {
     }
 }
 
-const PUNCT: [&str; 13] = [
-    "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "(", ")", ",", "!",
+const PUNCT: [&str; 15] = [
+    "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "(", ")", ",", "!", "[", "]",
 ];
 
 fn lex(text: &[Ch], file: &str) -> Result<Vec<(Tok, Pos)>, RuleError> {
@@ -418,6 +493,18 @@ impl P<'_> {
         Ok(Condition::Compare(a, cmp, b))
     }
 
+    fn signed_int(&mut self) -> Result<i64, RuleError> {
+        let neg = self.punct("-");
+        match self.peek() {
+            Some(Tok::Int(k)) => {
+                let k = *k;
+                self.i += 1;
+                Ok(if neg { -k } else { k })
+            }
+            _ => self.err("an integer"),
+        }
+    }
+
     fn expr(&mut self) -> Result<Expr, RuleError> {
         let mut e = self.term()?;
         loop {
@@ -472,12 +559,39 @@ impl P<'_> {
                 self.expect(")")?;
                 Ok(Expr::Dim(v, if neg { -k } else { k }))
             }
-            Some(Tok::Word(w)) if w == "rank" => {
+            Some(Tok::Word(w)) if w == "rank" || w == "len" => {
                 self.i += 1;
                 self.expect("(")?;
                 let v = self.var()?;
                 self.expect(")")?;
-                Ok(Expr::Rank(v))
+                Ok(if w == "rank" {
+                    Expr::Rank(v)
+                } else {
+                    Expr::Len(v)
+                })
+            }
+            Some(Tok::Word(w)) if w == "at" => {
+                self.i += 1;
+                self.expect("(")?;
+                let v = self.var()?;
+                self.expect(",")?;
+                let k = self.signed_int()?;
+                self.expect(")")?;
+                Ok(Expr::At(v, k))
+            }
+            Some(Tok::Punct("[")) => {
+                self.i += 1;
+                let mut items = vec![];
+                if !self.punct("]") {
+                    loop {
+                        items.push(self.signed_int()?);
+                        if self.punct("]") {
+                            break;
+                        }
+                        self.expect(",")?;
+                    }
+                }
+                Ok(Expr::List(items))
             }
             Some(Tok::Word(w)) if w == "const" => {
                 self.err("an integer expression (`const(?t)` is a condition of its own)")
@@ -485,7 +599,7 @@ impl P<'_> {
             Some(Tok::Word(w)) => Err(RuleError::at(
                 self.file,
                 self.pos(),
-                format!("bad condition: unknown function `{w}` (known: dim, rank, const)"),
+                format!("bad condition: unknown function `{w}` (known: dim, rank, len, at, const)"),
             )),
             _ => self.err("an integer, `?var`, `dim(?t, k)`, `rank(?t)` or `(`"),
         }
@@ -575,5 +689,41 @@ mod tests {
     fn kinds_of_condition_variables_are_checked() {
         assert!(cond("dim(?act, 0) == 1").unwrap_err().contains("?act"));
         assert!(cond("?a == 1").unwrap_err().contains("?a"));
+    }
+
+    #[test]
+    fn list_parameters_compare_in_conditions() {
+        use crate::analysis::TensorAnalysis;
+        use crate::lang::Mdl;
+        use egg::Searcher;
+        let rs = parse(
+            "t: (transpose (transpose ?x ?p) ?q) => ?x if ?p == ?q and ?p == [1, 0] and len(?q) == 2 and at(?q, -1) == 0",
+            "c.rules",
+        )
+        .unwrap();
+        let mut eg: egg::EGraph<Mdl, TensorAnalysis> = Default::default();
+        let yes = eg.add_expr(
+            &"(transpose (transpose (input a@2_3) [1,0]) [1,0])"
+                .parse()
+                .unwrap(),
+        );
+        let no = eg.add_expr(
+            &"(transpose (transpose (input a@2_3_4) [1,0,2]) [1,0,2])"
+                .parse()
+                .unwrap(),
+        );
+        eg.rebuild();
+        let r = &rs.rules[0];
+        let matches = r.sources[0].search(&eg);
+        let holds = |root| {
+            matches
+                .iter()
+                .filter(|m| m.eclass == eg.find(root))
+                .flat_map(|m| m.substs.iter())
+                .any(|s| r.check(&eg, s))
+        };
+        assert!(holds(yes));
+        assert!(!holds(no));
+        assert!(cond("len(?a) == 2").unwrap_err().contains("?a"));
     }
 }

@@ -344,7 +344,11 @@ fn statement(stmt: &[Ch], file: &str) -> Result<Vec<Rule>, RuleError> {
                                 ),
                             ))
                         }
-                        Some((k, _)) if *k != Kind::Any && *k != kind => {
+                        Some((k, _))
+                            if *k != Kind::Any
+                                && *k != kind
+                                && !(kind == Kind::Any && matches!(k, Kind::Int | Kind::List)) =>
+                        {
                             return Err(RuleError::at(
                                 file,
                                 if_pos,
