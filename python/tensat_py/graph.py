@@ -286,7 +286,9 @@ def typed_symbol(name: str, shape: Iterable[int], dtype: str = "float32") -> str
 
 
 _BAD_NAME_CHARS = set(" \t\n()@;\"'[]:")
-_NUMERIC_TEXT = re.compile(r"[+-]?([0-9]+|[0-9]*\.[0-9]*([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|inf)")
+_NUMERIC_TEXT = re.compile(
+    r"[+-]?([0-9]+|[0-9]*\.[0-9]*([eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|inf)"
+)
 
 
 class Graph:

@@ -11,6 +11,7 @@ numerically against it.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -93,19 +94,30 @@ def _load_rules_cached(path: str, mtime: float) -> _core.RuleSet:
     return _core.RuleSet.load(path)
 
 
-def load_rules(rules: str | Path | _core.RuleSet) -> _core.RuleSet:
+def load_rules(
+    rules: str | Path | _core.RuleSet | Sequence[str | Path | _core.RuleSet],
+) -> _core.RuleSet:
     """Resolves a rule set.
 
     Args:
         rules: a shipped rule file's name (``"taso"`` for ``rules/taso.rules``), a path to a
-            ``.rules`` file, or an already parsed ``RuleSet``.
+            ``.rules`` file, an already parsed ``RuleSet``, several of them joined by ``+``
+            (``"taso+tensor"``) or a sequence of them (their rules in order).
 
     Raises:
-        FileNotFoundError: when no such rule file exists.
-        ValueError: ``file:line:col: message`` on a syntax error.
+        FileNotFoundError: when no such rule file exists (the message lists the shipped ones).
+        ValueError: ``file:line:col: message`` on a syntax error; two files sharing a rule
+            name.
     """
     if isinstance(rules, _core.RuleSet):
         return rules
+    if isinstance(rules, str) and "+" in rules and not Path(rules).exists():
+        rules = [r for r in rules.split("+") if r]
+    if not isinstance(rules, str | Path):
+        sets = [load_rules(r) for r in rules]
+        if not sets:
+            raise ValueError("no rule files given")
+        return sets[0] if len(sets) == 1 else _core.RuleSet.union(sets)
     path = Path(rules)
     if not path.suffix and not path.exists():
         path = RULES_DIR / f"{rules}.rules"
@@ -118,7 +130,7 @@ def load_rules(rules: str | Path | _core.RuleSet) -> _core.RuleSet:
 def optimize(
     graph: Graph,
     *,
-    rules: str | Path | _core.RuleSet = "taso",
+    rules: str | Path | _core.RuleSet | Sequence[str | Path | _core.RuleSet] = "taso",
     k_multi: int = 1,
     node_limit: int = 50_000,
     iter_limit: int = 15,
@@ -136,7 +148,8 @@ def optimize(
 
     Args:
         graph: the program.
-        rules: rule file name (``"taso"``), path, or parsed ``RuleSet``.
+        rules: rule file name (``"taso"``), path, parsed ``RuleSet``, or several
+            (``"taso+tensor"``, a list); see :func:`load_rules`.
         k_multi: iterations in which multi-pattern rules run (Tensat's k_multi; default 1).
         node_limit: stop exploring at this many e-nodes (default 50,000).
         iter_limit: maximum exploration iterations (default 15).

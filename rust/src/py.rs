@@ -234,6 +234,15 @@ impl RuleSet {
             .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
+    /// The rules of `sets` in order; `ValueError` when two share a rule name.
+    #[staticmethod]
+    fn union(sets: Vec<PyRef<'_, RuleSet>>) -> PyResult<RuleSet> {
+        let inner: Vec<rules::RuleSet> = sets.iter().map(|s| s.inner.clone()).collect();
+        rules::RuleSet::union(&inner)
+            .map(|inner| RuleSet { inner })
+            .map_err(PyValueError::new_err)
+    }
+
     fn names(&self) -> Vec<String> {
         self.inner.names()
     }

@@ -11,12 +11,14 @@
 //! term       := unary ("*" unary)*
 //! unary      := "-" unary | primary
 //! primary    := INTEGER | ?v | "dim" "(" ?t "," ["-"] INTEGER ")" | "rank" "(" ?t ")"
-//!             | "len" "(" ?l ")" | "at" "(" ?l "," ["-"] INTEGER ")" | LIST | "(" expr ")"
+//!             | "len" "(" ?l ")" | "at" "(" ?l "," ["-"] INTEGER ")" | "shape" "(" ?t ")"
+//!             | LIST | "(" expr ")"
 //! LIST       := "[" [ ["-"] INTEGER { "," ["-"] INTEGER } ] "]"
 //! ```
 //!
 //! `?v` in an expression must be bound to an integer parameter, except in `==` / `!=`
-//! between two lists: `?p == [1,0]` or `?p != ?q` compare integer-list parameters.
+//! between two lists: `?p == [1,0]`, `?p != ?q` or `shape(?a) == shape(?b)` compare
+//! integer-list parameters and tensor shapes.
 //! `len(?l)` is the length of a list parameter, `at(?l, k)` its element `k` (negative `k`
 //! counts from the end). `dim`/`rank`/`const` take a tensor variable. A condition whose operands are missing or of the wrong kind (a `dim`
 //! index out of range, an overflow) is false, so the rule is simply not applied.
@@ -53,6 +55,8 @@ pub enum Expr {
     At(Var, i64),
     /// A list literal `[1,0]` (only as a side of `==` / `!=`).
     List(Vec<i64>),
+    /// `shape(?t)`: the shape of tensor `?t` as a list (only as a side of `==` / `!=`).
+    Shape(Var),
     /// `a + b`.
     Add(Box<Expr>, Box<Expr>),
     /// `a - b`.
@@ -156,7 +160,7 @@ impl Expr {
                 let k = if *k < 0 { n + *k } else { *k };
                 *l.get(usize::try_from(k).ok()?)?
             }
-            Expr::List(_) => return None,
+            Expr::List(_) | Expr::Shape(_) => return None,
             Expr::Add(a, b) => a.eval(eg, subst)?.checked_add(b.eval(eg, subst)?)?,
             Expr::Sub(a, b) => a.eval(eg, subst)?.checked_sub(b.eval(eg, subst)?)?,
             Expr::Mul(a, b) => a.eval(eg, subst)?.checked_mul(b.eval(eg, subst)?)?,
@@ -170,6 +174,7 @@ impl Expr {
             Expr::Int(v) => out.push((*v, Kind::Int)),
             Expr::Dim(v, _) | Expr::Rank(v) => out.push((*v, Kind::Tensor)),
             Expr::Len(v) | Expr::At(v, _) => out.push((*v, Kind::List)),
+            Expr::Shape(v) => out.push((*v, Kind::Tensor)),
             Expr::List(_) => {}
             Expr::Add(a, b) | Expr::Sub(a, b) | Expr::Mul(a, b) => {
                 a.vars(out);
@@ -181,7 +186,7 @@ impl Expr {
 
     /// A bare variable or a list literal: may stand for a list in `==` / `!=`.
     fn is_list_side(&self) -> bool {
-        matches!(self, Expr::Int(_) | Expr::List(_))
+        matches!(self, Expr::Int(_) | Expr::List(_) | Expr::Shape(_))
     }
 
     fn prec(&self) -> u8 {
@@ -213,6 +218,7 @@ impl fmt::Display for Expr {
                 let items: Vec<String> = l.iter().map(|i| i.to_string()).collect();
                 write!(f, "[{}]", items.join(", "))
             }
+            Expr::Shape(v) => write!(f, "shape({v})"),
             Expr::Add(a, b) | Expr::Sub(a, b) | Expr::Mul(a, b) => {
                 let (op, p) = match self {
                     Expr::Add(..) => ("+", 1),
@@ -246,10 +252,14 @@ impl Condition {
     pub fn holds(&self, egraph: &G, subst: &Subst) -> bool {
         match self {
             Condition::Compare(a, c, b) if matches!(c, Cmp::Eq | Cmp::Ne) && a.is_list_side() => {
-                fn side<'a>(e: &'a Expr, eg: &'a G, subst: &Subst) -> Option<&'a [i64]> {
+                fn side(e: &Expr, eg: &G, subst: &Subst) -> Option<Vec<i64>> {
                     match e {
-                        Expr::List(l) => Some(l.as_slice()),
-                        Expr::Int(v) => list(eg, subst, *v),
+                        Expr::List(l) => Some(l.clone()),
+                        Expr::Int(v) => list(eg, subst, *v).map(<[i64]>::to_vec),
+                        Expr::Shape(v) => {
+                            let t = tensor(eg, subst, *v)?;
+                            t.shape.iter().map(|d| i64::try_from(*d).ok()).collect()
+                        }
                         _ => None,
                     }
                 }
@@ -280,12 +290,16 @@ impl Condition {
                 if matches!(c, Cmp::Eq | Cmp::Ne)
                     && a.is_list_side()
                     && b.is_list_side()
-                    && (matches!(a, Expr::List(_)) || matches!(b, Expr::List(_)))
+                    && [a, b]
+                        .iter()
+                        .any(|e| matches!(e, Expr::List(_) | Expr::Shape(_)))
                 {
-                    // `?p == [1,0]`: ?p is a list.
+                    // `?p == [1,0]`, `?p == shape(?t)`: ?p is a list.
                     for e in [a, b] {
-                        if let Expr::Int(v) = e {
-                            out.push((*v, Kind::List));
+                        match e {
+                            Expr::Int(v) => out.push((*v, Kind::List)),
+                            Expr::Shape(v) => out.push((*v, Kind::Tensor)),
+                            _ => {}
                         }
                     }
                 } else if matches!(c, Cmp::Eq | Cmp::Ne) && a.is_list_side() && b.is_list_side() {
@@ -559,15 +573,15 @@ impl P<'_> {
                 self.expect(")")?;
                 Ok(Expr::Dim(v, if neg { -k } else { k }))
             }
-            Some(Tok::Word(w)) if w == "rank" || w == "len" => {
+            Some(Tok::Word(w)) if w == "rank" || w == "len" || w == "shape" => {
                 self.i += 1;
                 self.expect("(")?;
                 let v = self.var()?;
                 self.expect(")")?;
-                Ok(if w == "rank" {
-                    Expr::Rank(v)
-                } else {
-                    Expr::Len(v)
+                Ok(match w.as_str() {
+                    "rank" => Expr::Rank(v),
+                    "len" => Expr::Len(v),
+                    _ => Expr::Shape(v),
                 })
             }
             Some(Tok::Word(w)) if w == "at" => {
@@ -599,7 +613,7 @@ impl P<'_> {
             Some(Tok::Word(w)) => Err(RuleError::at(
                 self.file,
                 self.pos(),
-                format!("bad condition: unknown function `{w}` (known: dim, rank, len, at, const)"),
+                format!("bad condition: unknown function `{w}` (known: dim, rank, len, at, shape, const)"),
             )),
             _ => self.err("an integer, `?var`, `dim(?t, k)`, `rank(?t)` or `(`"),
         }
@@ -725,5 +739,9 @@ mod tests {
         assert!(holds(yes));
         assert!(!holds(no));
         assert!(cond("len(?a) == 2").unwrap_err().contains("?a"));
+        assert_eq!(
+            cond("shape(?a) == shape(?b)").unwrap(),
+            "shape(?a) == shape(?b)"
+        );
     }
 }

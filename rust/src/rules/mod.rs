@@ -190,6 +190,29 @@ impl RuleSet {
     pub fn get(&self, name: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.name == name)
     }
+    /// All rules of `sets`, in order (e.g. `taso.rules` then `tensor.rules`).
+    ///
+    /// Errors: a rule name that two sets share.
+    ///
+    /// ```
+    /// let a = _core::rules::parse("a: (relu ?x) => (relu ?x)", "a").unwrap();
+    /// let b = _core::rules::parse("b: (tanh ?x) => (tanh ?x)", "b").unwrap();
+    /// assert_eq!(_core::rules::RuleSet::union(&[a.clone(), b]).unwrap().len(), 2);
+    /// assert!(_core::rules::RuleSet::union(&[a.clone(), a]).is_err());
+    /// ```
+    pub fn union(sets: &[RuleSet]) -> Result<RuleSet, String> {
+        let mut seen = std::collections::HashSet::new();
+        let mut rules = Vec::new();
+        for set in sets {
+            for r in &set.rules {
+                if !seen.insert(r.name.clone()) {
+                    return Err(format!("rule `{}` is defined in two rule sets", r.name));
+                }
+                rules.push(r.clone());
+            }
+        }
+        Ok(RuleSet { rules })
+    }
 }
 
 fn is_name_char(c: char) -> bool {
