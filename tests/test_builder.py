@@ -1,11 +1,12 @@
 """Graph building, type errors, flat form and rebuilding from an e-graph export."""
 
+import json
 import re
 
 import pytest
 from tensat_py import _core
 from tensat_py.builder import GraphBuilder, act_code, pad_code
-from tensat_py.graph import Graph, GraphError, TensorType
+from tensat_py.graph import PARAM_KINDS, Graph, GraphError, TensorType
 
 
 def fake_export(flat):
@@ -19,12 +20,16 @@ def fake_export(flat):
         if not ch and op not in sigs:
             if re.fullmatch(r"-?[0-9]+", op):
                 g_classes.append({"kind": "int", "value": int(op)})
+            elif op.startswith("["):
+                g_classes.append({"kind": "list", "value": json.loads(op)})
+            elif re.fullmatch(r"-?[0-9.]+(e-?[0-9]+)?|-?inf", op):
+                g_classes.append({"kind": "float", "value": float(op)})
             else:
                 g_classes.append({"kind": "sym", "value": op})
             continue
         params, inputs = {}, []
         for (name, kind), c in zip(sigs[op], ch, strict=True):
-            if kind in ("int", "sym"):
+            if kind in PARAM_KINDS:
                 params[name] = g_classes[c]["value"]
             else:
                 inputs.append(tid[c])
@@ -203,9 +208,44 @@ def test_from_choices_errors():
         Graph.from_choices(ex2, {0: 0, 1: 1, 2: 3, 3: 3})
 
 
-def test_rank1_symbol_cannot_enter_the_flat_form():
+def test_rank1_reshape_and_transpose_enter_the_flat_form_and_come_back():
     b = GraphBuilder()
-    g = b.finish([b.reshape(b.input((4, 2), name="x"), (8,))])
-    assert g.type_of(g.outputs[0]).shape == (8,)
-    with pytest.raises(GraphError, match="integer"):
-        g.to_flat()
+    x = b.input((4, 2), name="x")
+    y = b.transpose(b.reshape(x, (8,)), (0,))
+    g = b.finish([y])
+    flat = g.to_flat()
+    assert ("[8]", []) in flat and ("[0]", []) in flat
+    back = Graph.from_choices(fake_export(flat), list(range(len(flat))))
+    assert [n.op for n in back] == ["input", "reshape", "transpose"]
+    assert back[1].params == {"shape": (8,)} and back.type_of(back.outputs[0]).shape == (8,)
+
+
+def test_general_operators_build_with_dtypes_and_float_and_list_params():
+    b = GraphBuilder()
+    x = b.input((2, 3), name="x", dtype="float16")
+    c = b.op("clip", x, lo=0, hi=6.0)
+    r = b.op("reduce_mean", c, axes=[1], keepdims=1)
+    m = b.op("less", r, b.input((1,), name="t", dtype="float16"))
+    g = b.finish([m])
+    assert g.type_of(c.id) == TensorType((2, 3), "float16")
+    assert g[c.id].params == {"lo": 0.0, "hi": 6.0}
+    assert g.type_of(m.id) == TensorType((2, 1), "bool")
+    flat = g.to_flat()
+    assert ("x@2_3:float16", []) in flat and ("0.0", []) in flat and ("[1]", []) in flat
+    back = Graph.from_choices(fake_export(flat), list(range(len(flat))))
+    assert back.type_of(back.outputs[0]) == TensorType((2, 1), "bool")
+    assert back[1].type == TensorType((2, 3), "float16")
+
+
+def test_dtype_and_param_errors_name_the_node():
+    b = GraphBuilder()
+    x = b.input((2, 3), name="x")
+    h = b.input((2, 3), name="h", dtype="float16")
+    with pytest.raises(GraphError, match="dtypes differ"):
+        b.op("add", x, h)
+    with pytest.raises(GraphError, match="`axes` must be a sequence of ints"):
+        b.op("reduce_sum", x, axes="1", keepdims=0)
+    with pytest.raises(GraphError, match="unknown dtype"):
+        b.input((2,), name="q", dtype="float8")
+    with pytest.raises(ValueError, match="unknown dtype"):
+        TensorType((2,), "complex64")

@@ -272,7 +272,7 @@ def loads(text: str, source: str = "<string>") -> Graph:
                 ins = [arg(r, k) for k in range(len(r.deps))]
                 vals[r.guid] = [_concat(g, p(r, 0), ins, name)]
             elif c == 14:
-                shape = "_".join(str(d) for d in r.params)
+                shape = tuple(int(d) for d in r.params)
                 vals[r.guid] = [g.add_node("reshape", {"shape": shape}, [arg(r, 0)], name)]
             elif c == 15:
                 x = arg(r, 0)
@@ -283,8 +283,8 @@ def loads(text: str, source: str = "<string>") -> Graph:
                     perm = r.params[:nd]  # perm..., shuffle (older TASO)
                 else:
                     raise fail(r, f"cannot read a permutation of rank {nd} from {r.params}")
-                sym = "_".join(str(d) for d in perm)
-                vals[r.guid] = [g.add_node("transpose", {"perm": sym}, [x], name)]
+                perm = tuple(int(d) for d in perm)
+                vals[r.guid] = [g.add_node("transpose", {"perm": perm}, [x], name)]
             elif c == 18:
                 vals[r.guid] = [
                     g.add_node("matmul", {"act": p(r, 0)}, [arg(r, 0), arg(r, 1)], name)
