@@ -1,0 +1,561 @@
+"""ONNX out: :func:`to_model` (and :func:`save`) write a :class:`~tensat_py.graph.Graph`
+as an ONNX model.
+
+The model has the original inputs and outputs (names, element types, the static shapes
+the graph was loaded with), the source model's opset imports, IR version and local
+functions, every initializer the program still reads, the opaque nodes as they were
+(their ``NodeProto``\\ s, sub-graphs included), and for each language operator the nodes
+its :attr:`tensat_py.ops.OpDef.to_onnx` emits through the :class:`Writer` (``w`` below);
+there is no per-operator code here. Weight-only sub-graphs of the program (for example the
+concatenated weights of merged matmuls) are computed at export with the operators'
+NumPy semantics (:attr:`~tensat_py.ops.OpDef.evaluate`) and stored as initializers named
+``tensat_const_<k>`` (or the graph output's name); weights keep their dtypes. The model
+passes ``onnx.checker.check_model(model, full_check=True)``.
+
+Names: ``w.alias`` renames instead of emitting ``Identity``; a graph output takes its
+original name by renaming the value that computes it, so an ``Identity`` remains only
+where the output's value is a graph input or is also another output.
+
+The writer API (the contract for ``to_onnx(w, ctx, ins, out)`` in ``ops/*.py``):
+
+* ``w.emit(op_type, inputs, outputs, **attrs)``: append a ``NodeProto``
+  (``onnx.helper.make_node``; ``outputs`` a name or a list; ``domain=``/``name=`` pass
+  through).
+* ``w.fresh(stem) -> str``: a new unique value name.
+* ``w.const(array, stem="c") -> str``: an initializer holding ``array`` (any dtype); equal
+  small arrays share one initializer.
+* ``w.alias(out, name)``: value ``out`` is the existing value ``name`` (no node).
+* ``w.set_pair(out, (name0, name1))`` / ``w.pair(name)``: the two parts of a ``split``.
+* ``w.opset: int``: the default-domain opset being written (>= 13).
+* ``w.elem_type(dtype) -> int``: the ONNX element type of a dtype name.
+
+Additions beyond the contract (used by opaque payloads, :meth:`~.payload.OnnxOpaque.to_onnx`,
+which the ``opaque`` operator's ``to_onnx`` delegates to):
+
+* ``w.add_initializer(name, array_or_tensorproto)``: an initializer of a given name (the
+  source model's initializers that opaque nodes read keep their names).
+* ``w.append(node_proto) -> bool``: append a ready ``NodeProto``; a node whose outputs are
+  all produced already is skipped (a producer taken into several payloads).
+* ``w.once(key) -> bool``: True the first time ``key`` is seen (a multi-output ONNX node's
+  payload is written once).
+* ``w.resolve(name) -> str``: follow aliases.
+
+The exporter itself writes ``input`` (graph inputs) and ``weight`` (initializers) nodes
+and folded constants; every other operator goes through the registry, and one whose
+``to_onnx`` is None raises :class:`~.common.OnnxError`. A failure inside ``to_onnx`` is an
+:class:`~.common.OnnxError` naming the graph node and operator.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from tensat_py.frontends.onnx.common import (
+    DEFAULT_IR_VERSION,
+    DEFAULT_OPSET,
+    OnnxError,
+    elem_of_dtype,
+)
+from tensat_py.frontends.onnx.importer import OnnxSource, _default_opset_of
+from tensat_py.frontends.onnx.payload import OnnxOpaque, rename_values
+from tensat_py.graph import OPAQUE, Graph, TensorType
+
+__all__ = ["Writer", "to_model", "save"]
+
+#: Constants up to this many bytes are shared between equal ``w.const`` calls.
+_SHARE_BYTES = 1 << 12
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_of_dtype(dtype)))
+
+
+class Writer:
+    """Collects the nodes and initializers of the model being written; the ``w`` of the
+    writer API (see the module docstring).
+
+    Args:
+        opset: default-domain opset of the model.
+        reserved: names the writer must not hand out (the source model's, the outputs').
+    """
+
+    def __init__(self, opset: int, reserved: set[str] | frozenset[str] = frozenset()) -> None:
+        self.opset = int(opset)
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: dict[str, TensorProto] = {}
+        self.reserved: set[str] = set(reserved)
+        self.produced: set[str] = set()
+        self.aliases: dict[str, str] = {}
+        self._pairs: dict[str, tuple[str, str]] = {}
+        self._shared: dict[tuple, str] = {}
+        self._once: set[Any] = set()
+        self._counter = 0
+
+    # ------------------------------------------------------------------ the API
+    def emit(
+        self, op_type: str, inputs: Sequence[str], outputs: Sequence[str] | str, **attrs: Any
+    ) -> onnx.NodeProto:
+        """Appends ``helper.make_node(op_type, inputs, outputs, **attrs)``; returns it.
+
+        Raises:
+            OnnxError: an output name already produced or aliased.
+        """
+        outs = [outputs] if isinstance(outputs, str) else list(outputs)
+        for o in outs:
+            if o and (o in self.produced or o in self.aliases or o in self.initializers):
+                raise OnnxError(f"{op_type}: value '{o}' is produced twice")
+        name = attrs.pop("name", None) or next((o for o in outs if o), None)
+        node = helper.make_node(op_type, list(inputs), outs, name=name, **attrs)
+        self.nodes.append(node)
+        self.produced.update(o for o in outs if o)
+        return node
+
+    def fresh(self, stem: str = "v") -> str:
+        """A new unique value name ``tensat_<stem>_<k>``."""
+        stem = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "v"
+        while True:
+            name = f"tensat_{stem}_{self._counter}"
+            self._counter += 1
+            if name not in self.reserved:
+                self.reserved.add(name)
+                return name
+
+    def const(self, array: Any, stem: str = "c") -> str:
+        """An initializer holding ``array`` (dtype kept); returns its name."""
+        a = np.ascontiguousarray(array)
+        key = (a.dtype.str, a.shape, a.tobytes()) if a.nbytes <= _SHARE_BYTES else None
+        if key is not None and key in self._shared:
+            return self._shared[key]
+        name = self.fresh(stem)
+        self.add_initializer(name, a)
+        if key is not None:
+            self._shared[key] = name
+        return name
+
+    def alias(self, out: str, name: str) -> None:
+        """Value ``out`` is the existing value ``name``: uses of ``out`` read ``name``.
+
+        Raises:
+            OnnxError: ``out`` is already produced or aliased.
+        """
+        if out in self.produced or out in self.aliases or out in self.initializers:
+            raise OnnxError(f"alias: value '{out}' is already defined")
+        if self.resolve(name) == out:
+            raise OnnxError(f"alias: '{out}' -> '{name}' is a cycle")
+        self.aliases[out] = name
+
+    def set_pair(self, out: str, names: tuple[str, str]) -> None:
+        """Registers the two part values of the pair value ``out`` (a ``split``)."""
+        a, b = names
+        self._pairs[out] = (str(a), str(b))
+
+    def pair(self, name: str) -> tuple[str, str]:
+        """The two part values of pair value ``name``.
+
+        Raises:
+            OnnxError: ``name`` is not a registered pair.
+        """
+        try:
+            return self._pairs[self.resolve(name)]
+        except KeyError:
+            raise OnnxError(f"value '{name}' is not a split pair") from None
+
+    def elem_type(self, dtype: str) -> int:
+        """The ONNX element type of dtype name ``dtype`` (``"float16"`` -> ``FLOAT16``)."""
+        return elem_of_dtype(dtype)
+
+    # ------------------------------------------------------------------ additions
+    def add_initializer(self, name: str, value: np.ndarray | TensorProto) -> None:
+        """Adds initializer ``name`` holding ``value`` (an array or a ``TensorProto``, copied
+        and renamed); a second one of the same name is ignored (opaque payloads add the
+        source model's initializers under their own names)."""
+        if name in self.initializers:
+            return
+        if isinstance(value, TensorProto):
+            t = TensorProto()
+            t.CopyFrom(value)
+            t.name = name
+        else:
+            t = numpy_helper.from_array(np.asarray(value), name)
+        self.reserved.add(name)
+        self.initializers[name] = t
+
+    def append(self, node: onnx.NodeProto) -> bool:
+        """Appends a ready ``NodeProto`` (an opaque payload's). A node whose outputs are all
+        produced already (the same producer taken into several payloads) is skipped:
+        returns False.
+
+        Raises:
+            OnnxError: some but not all of its outputs are produced already.
+        """
+        outs = [o for o in node.output if o]
+        done = [o in self.produced for o in outs]
+        if outs and all(done):
+            return False
+        if any(done) or any(o in self.aliases or o in self.initializers for o in outs):
+            raise OnnxError(f"{node.op_type} node '{node.name}': an output is produced twice")
+        self.nodes.append(node)
+        self.produced.update(outs)
+        return True
+
+    def once(self, key: Any) -> bool:
+        """True the first time ``key`` is seen: a payload with several graph nodes (one per
+        used output of a multi-output ONNX node) writes its nodes once."""
+        if key in self._once:
+            return False
+        self._once.add(key)
+        return True
+
+    # ------------------------------------------------------------------ helpers
+    def resolve(self, name: str) -> str:
+        """Follows aliases to the value that is actually produced."""
+        seen = 0
+        while name in self.aliases:
+            name = self.aliases[name]
+            seen += 1
+            if seen > len(self.aliases):
+                raise OnnxError(f"alias cycle through '{name}'")
+        return name
+
+
+# ---------------------------------------------------------------------------- exporter
+class _Exporter:
+    def __init__(
+        self,
+        graph: Graph,
+        weights: Mapping[str, np.ndarray],
+        src: OnnxSource | None,
+        opset: int,
+    ) -> None:
+        self.g = graph
+        self.weights = weights
+        self.src = src
+        reserved = set(src.names) if src else set()
+        self.w = Writer(opset, reserved)
+        self.names: dict[int, str] = {}
+
+    def onnx_leaf(self, name: str) -> str:
+        return self.src.leaf_names.get(name, name) if self.src else name
+
+    def ctx(self, nid: int):
+        from tensat_py.ops import OpContext
+
+        node = self.g.nodes[nid]
+        return OpContext(
+            op=node.op,
+            params=node.params,
+            inputs=tuple(self.g.nodes[i].type for i in node.inputs),
+            output=node.type,
+            constant=node.constant,
+            graph=self.g,
+            name=node.name,
+        )
+
+    def weight_array(self, nid: int) -> np.ndarray:
+        node = self.g.nodes[nid]
+        dt = _np_dtype(node.type.dtype)  # type: ignore[union-attr]
+        if node.name in self.weights:
+            a = np.asarray(self.weights[node.name])
+        elif self.src is not None and (v := self.src.weight_value(node.name)) is not None:
+            a = v
+        else:
+            raise OnnxError(f"no value for weight '{node.name}' {node.shape}; pass weights=")
+        if tuple(a.shape) != node.shape:
+            raise OnnxError(f"weight '{node.name}': value of shape {a.shape}, node {node.shape}")
+        return np.ascontiguousarray(a.astype(dt, copy=False))
+
+    def constants(self, keep: list[bool]) -> dict[int, np.ndarray]:
+        """Values of the constant non-weight nodes a non-constant node or an output reads."""
+        from tensat_py import ops
+
+        g = self.g
+        needed: set[int] = set()
+        for nid, node in enumerate(g.nodes):
+            if keep[nid] and not node.constant:
+                needed.update(i for i in node.inputs if g.nodes[i].constant)
+        needed.update(o for o in g.outputs if g.nodes[o].constant)
+        needed = {i for i in needed if g.nodes[i].op != "weight"}
+        if not needed:
+            return {}
+        closure: set[int] = set()
+        stack = list(needed)
+        while stack:
+            i = stack.pop()
+            if i not in closure:
+                closure.add(i)
+                stack.extend(g.nodes[i].inputs)
+        vals: dict[int, Any] = {}
+        for nid in sorted(closure):
+            node = g.nodes[nid]
+            if node.op == "weight":
+                vals[nid] = self.weight_array(nid)
+                continue
+            try:
+                vals[nid] = ops.get(node.op).evaluate(self.ctx(nid), [vals[i] for i in node.inputs])
+            except Exception as e:
+                raise OnnxError(
+                    f"node '{node.name}' ({node.op}): folding the constant failed: "
+                    f"{type(e).__name__}: {e}"
+                ) from e
+        out = {}
+        for i in needed:
+            t = g.nodes[i].type
+            if not isinstance(t, TensorType):  # a constant split pair read by its parts
+                continue
+            out[i] = np.ascontiguousarray(np.asarray(vals[i]).astype(_np_dtype(t.dtype)))
+        return out
+
+    def emitted(self, keep: list[bool], consts: Mapping[int, np.ndarray]) -> list[int]:
+        """Nodes to write, in order: reached from the outputs without entering a folded
+        constant."""
+        g = self.g
+        mark = [False] * len(g.nodes)
+        stack = list(g.outputs)
+        while stack:
+            i = stack.pop()
+            if mark[i]:
+                continue
+            mark[i] = True
+            if i not in consts:
+                stack.extend(g.nodes[i].inputs)
+        return [i for i, m in enumerate(mark) if m and keep[i]]
+
+    def elem(self, nid: int) -> int:
+        node = self.g.nodes[nid]
+        if node.op == OPAQUE and isinstance(p := self.g.opaque_payload(nid), OnnxOpaque):
+            return int(p.elem_type)
+        if node.op == "input" and self.src is not None:
+            src_elem = dict(self.src.inputs).get(self.onnx_leaf(node.name))
+            if src_elem is not None:
+                return int(src_elem)
+        return elem_of_dtype(node.type.dtype)  # type: ignore[union-attr]
+
+    def run(self, opsets, ir_version: int, functions) -> onnx.ModelProto:
+        g, w = self.g, self.w
+        keep = g.live()
+        consts = self.constants(keep)
+        order = self.emitted(keep, consts)
+        out_names = list(self.src.outputs) if self.src else []
+        if len(out_names) != len(g.outputs):
+            out_names = [f"output_{k}" for k in range(len(g.outputs))]
+        w.reserved.update(out_names)
+        output_of: dict[str, int] = {}
+        for k, o in enumerate(g.outputs):
+            output_of.setdefault(out_names[k], o)
+        # Leaves and opaque values keep their ONNX names; other outputs take the output's.
+        for nid in order:
+            node = g.nodes[nid]
+            if node.op in ("input", "weight"):
+                self.names[nid] = self.onnx_leaf(node.name)
+            elif node.op == OPAQUE and (p := g.opaque_payload(nid)) is not None:
+                # An opaque value keeps the name its payload gives it (ONNX: the original).
+                want = getattr(p, "output", None)
+                if isinstance(want, str) and output_of.get(want, nid) == nid:
+                    self.names[nid] = want
+        for k, o in enumerate(g.outputs):
+            if o not in self.names:
+                self.names[o] = out_names[k]
+        for nid in order:
+            node = g.nodes[nid]
+            if nid not in self.names:
+                self.names[nid] = w.fresh("const" if nid in consts else node.op)
+            name = self.names[nid]
+            if nid in consts:
+                w.add_initializer(name, consts[nid])
+            elif node.op == "input":
+                pass
+            elif node.op == "weight":
+                w.add_initializer(name, self.weight_array(nid))
+            else:
+                self.operator(nid, name)
+        return self.finish(order, out_names, opsets, ir_version, functions)
+
+    def operator(self, nid: int, out: str) -> None:
+        from tensat_py import ops
+
+        w, node = self.w, self.g.nodes[nid]
+        ins = [self.names[i] for i in node.inputs]
+        try:
+            d = ops.get(node.op)
+        except KeyError as e:
+            raise OnnxError(f"node '{node.name}': {e.args[0]}") from None
+        if d.to_onnx is None:
+            raise OnnxError(f"node '{node.name}': `{node.op}` has no ONNX form")
+        try:
+            d.to_onnx(w, self.ctx(nid), ins, out)
+        except OnnxError:
+            raise
+        except ValueError as e:  # e.g. an opaque node without a payload that can be saved
+            raise OnnxError(f"node '{node.name}' ({node.op}): {e}") from e
+        except Exception as e:
+            raise OnnxError(
+                f"node '{node.name}' ({node.op}): to_onnx failed: {type(e).__name__}: {e}"
+            ) from e
+        if out not in w.produced and out not in w.aliases and out not in w._pairs:
+            if out not in w.initializers:
+                raise OnnxError(f"node '{node.name}' ({node.op}): to_onnx did not produce '{out}'")
+
+    def finish(self, order, out_names, opsets, ir_version, functions) -> onnx.ModelProto:
+        g, w = self.g, self.w
+        graph_inputs = {self.names[i] for i in order if g.nodes[i].op == "input"}
+        final = [w.resolve(self.names[o]) for o in g.outputs]
+        # Rename the value computing an output to the output's name where possible.
+        rename: dict[str, str] = {}
+        claimed: set[str] = set()
+        for k, v in enumerate(final):
+            want = out_names[k]
+            if v == want or v in graph_inputs or v in claimed:
+                continue
+            if v in out_names:
+                continue  # v is itself an output's name
+            if want in w.produced or want in w.initializers:
+                continue
+            rename[v] = want
+            claimed.add(v)
+        mapping = {a: rename.get(w.resolve(a), w.resolve(a)) for a in w.aliases}
+        mapping.update(rename)
+        rename_values(w.nodes, mapping)
+        inits = {}
+        for name, t in w.initializers.items():
+            if name in rename:
+                t.name = rename[name]
+            inits[t.name] = t
+        outputs = []
+        for k, o in enumerate(g.outputs):
+            v = mapping.get(final[k], final[k])
+            if v != out_names[k]:
+                w.nodes.append(helper.make_node("Identity", [v], [out_names[k]], name=out_names[k]))
+            t = g.type_of(o)
+            outputs.append(helper.make_tensor_value_info(out_names[k], self.elem(o), list(t.shape)))
+        by_onnx = {self.onnx_leaf(g.nodes[i].name): i for i in g.inputs() if i in set(order)}
+        input_order = [n for n, _ in self.src.inputs] if self.src else list(by_onnx)
+        inputs = [
+            helper.make_tensor_value_info(
+                n, self.elem(by_onnx[n]), list(g.type_of(by_onnx[n]).shape)
+            )
+            for n in input_order
+            if n in by_onnx
+        ]
+        gp = helper.make_graph(w.nodes, "tensat", inputs, outputs, list(inits.values()))
+        model = helper.make_model(
+            gp, opset_imports=list(opsets), functions=list(functions), producer_name="tensat-py"
+        )
+        model.ir_version = ir_version
+        return model
+
+
+def _payloads(graph: Graph) -> list[OnnxOpaque]:
+    return [p for p in graph.meta.get("opaque", {}).values() if isinstance(p, OnnxOpaque)]
+
+
+def to_model(
+    graph: Graph,
+    *,
+    weights: Mapping[str, np.ndarray] | str | None = None,
+    source: Graph | OnnxSource | None = None,
+    opset: int | None = None,
+    check: bool = True,
+) -> onnx.ModelProto:
+    """The ONNX model of ``graph`` (see the module docstring).
+
+    Args:
+        graph: the program, typically the result of :func:`tensat_py.optimize` on a graph
+            from :func:`~.importer.load` (its ``meta["onnx"]`` says which model it came
+            from).
+        weights: values for weights by graph name, overriding the source model's
+            initializers (cast to each weight's dtype); ``"random"`` draws every weight the
+            source does not hold with :func:`~tensat_py.runtime.numpy_exec.random_feeds`
+            (seed 0).
+        source: the graph (or :class:`~.importer.OnnxSource`) the program came from, when
+            ``graph.meta`` does not carry it.
+        opset: default-domain opset for a graph without a source model (17); a graph from
+            ONNX keeps its model's opsets, IR version and functions.
+        check: run ``onnx.checker.check_model(model, full_check=True)``.
+
+    Raises:
+        OnnxError: a weight without a value, an operator without an ONNX form, an opaque
+            node without an ONNX payload, or a model the checker rejects.
+    """
+    src = source.meta.get("onnx") if isinstance(source, Graph) else source
+    if src is None:
+        src = graph.meta.get("onnx")
+    if isinstance(source, Graph) and "opaque" in source.meta:
+        merged = dict(source.meta["opaque"])
+        merged.update(graph.meta.get("opaque", {}))
+        graph.meta["opaque"] = merged
+    if isinstance(weights, str):
+        if weights != "random":
+            raise OnnxError(f"weights={weights!r}: expected a mapping or 'random'")
+        from tensat_py.runtime.numpy_exec import random_feeds
+
+        drawn = random_feeds(graph, seed=0)
+        known = src.weight_values(graph) if src else {}
+        values: dict[str, np.ndarray] = {
+            n: drawn[n] for n in (graph.nodes[i].name for i in graph.weights()) if n not in known
+        }
+    else:
+        values = dict(weights or {})
+    if src is not None:
+        opsets = list(src.opset_imports)
+        ir_version = src.ir_version
+        functions = tuple(src.functions)
+        default = _default_opset_of(opsets)
+    else:
+        default = int(opset or DEFAULT_OPSET)
+        opsets = [helper.make_opsetid("", default)]
+        ir_version = DEFAULT_IR_VERSION
+        fns: dict[tuple[str, str], onnx.FunctionProto] = {}
+        for p in _payloads(graph):
+            for o in p.opset_imports:
+                if o.domain not in ("", "ai.onnx") and all(q.domain != o.domain for q in opsets):
+                    opsets.append(o)
+            for f in p.functions:
+                fns.setdefault((f.domain, f.name), f)
+            ir_version = max(ir_version, p.ir_version)
+        functions = tuple(fns.values())
+    model = _Exporter(graph, values, src, default).run(opsets, ir_version, functions)
+    if check:
+        try:
+            onnx.checker.check_model(model, full_check=True)
+        except Exception as e:
+            raise OnnxError(f"the exported model fails the ONNX checker: {e}") from None
+    return model
+
+
+def save(
+    graph: Graph,
+    path: str | PathLike[str],
+    *,
+    weights: Mapping[str, np.ndarray] | str | None = None,
+    source: Graph | OnnxSource | None = None,
+    opset: int | None = None,
+) -> Path:
+    """Writes ``graph`` as an ONNX model to ``path`` atomically (temp file + rename).
+
+    Arguments as for :func:`to_model`. Returns the path written.
+
+    Raises:
+        OnnxError: as :func:`to_model`.
+        OSError: the file cannot be written.
+    """
+    model = to_model(graph, weights=weights, source=source, opset=opset)
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(model.SerializeToString())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,820 @@
+"""ONNX in: :func:`load` a model into a :class:`~tensat_py.graph.Graph`.
+
+Loading (opset 13 and newer; older models are converted with ONNX's version converter)
+runs ONNX shape inference (``onnx.shape_inference.infer_shapes`` with data propagation),
+so every value must get a static shape: pass ``input_shapes={"x": (1, 3, 224, 224)}`` to
+fix symbolic input dimensions. Graph inputs become ``input`` nodes; each ONNX node is
+handed to the importer registered for its operator type (:func:`tensat_py.ops.onnx_importer`,
+looked up in :func:`tensat_py.ops.onnx_importers` by ``op_type`` in the default domain,
+``"domain:op_type"`` elsewhere), which builds language nodes through the :class:`Importer`
+API (``imp`` below). There is no per-operator code here.
+
+Element types: each value's dtype comes from its ONNX type (``float32 float16 bfloat16
+float64 int32 int64 bool``, :data:`~.common.ELEM_TO_DTYPE`). An importer asking for a
+value of any other element type gets ``Unsupported`` (so the node becomes opaque); such a
+value produced by an opaque node is computed inside the payload of its consumers.
+
+Constants: initializers and ``Constant`` nodes are constants; so are the outputs of
+*shape sub-graphs*, folded here with ONNX's reference evaluator: ``Shape``/``Size`` of a
+value with a static shape, and any default-domain node whose inputs are all constants and
+whose outputs are integer or boolean tensors (at most 65536 input elements). An importer
+reading a constant gets a ``weight`` node (its value kept, dtype unchanged) and can read
+the value with ``imp.const_value``.
+
+Opaque nodes: a node becomes ``opaque`` only when no importer is registered for its type,
+when its importer raised ``imp.Unsupported(reason)``, or when it returned without
+producing an output the model uses. Its output types come from shape inference and its
+payload (:class:`~.payload.OnnxOpaque`) keeps the ``NodeProto`` (sub-graphs included) and
+the reason; :func:`opaque_reasons` lists the reasons. Any other exception from an
+importer, a ``GraphError`` from the Rust type checker on a node an importer built, and an
+output whose shape or dtype disagrees with shape inference raise
+:class:`~.common.OnnxImportError` naming the ONNX node (name, op type) and the model.
+
+The importer API (the contract for ``ops/*.py``; an importer is ``fn(imp, node)``):
+
+* ``imp.attrs(node) -> dict``: ``onnx.helper.get_attribute_value`` for each attribute
+  (strings stay ``bytes``).
+* ``imp.input(node, i) -> int | None``: graph node id of input ``i`` (None when absent or
+  empty); constants become ``weight`` nodes.
+* ``imp.const_value(node, i) -> np.ndarray | None``: the value when input ``i`` is a
+  constant.
+* ``imp.type(node, i) -> TensorType``: static shape and dtype of input ``i``.
+* ``imp.add(op, params, inputs) -> int``: append a language node (type-checked by Rust).
+* ``imp.weight(array, stem) -> int``: a new ``weight`` node holding ``array`` (its dtype
+  kept; equal small arrays are shared).
+* ``imp.set_output(node, k, nid)``: bind output ``k`` of the ONNX node to node ``nid``.
+* ``raise imp.Unsupported(reason)``: this node (with these attributes/inputs) is not
+  modelled; it becomes opaque with ``reason``.
+
+Additions beyond the contract (documented here for importer authors):
+
+* ``imp.output_type(node, k) -> TensorType | None``: the type shape inference gives output
+  ``k`` (None when its shape is not static); ``Unsupported`` for an element type without a
+  dtype.
+* ``imp.used(node, k) -> bool``: whether the model reads output ``k`` (e.g. Dropout's mask,
+  BatchNormalization's running statistics).
+* ``imp.opset -> int``: the model's default-domain opset (>= 13).
+* ``imp.graph -> Graph``: the graph being built (read-only use: ``imp.graph.type_of(nid)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from tensat_py.frontends.onnx.common import (
+    MIN_OPSET,
+    OnnxError,
+    OnnxImportError,
+    dtype_of_array,
+    dtype_of_elem,
+    elem_name,
+    elem_of_dtype,
+)
+from tensat_py.frontends.onnx.payload import OnnxOpaque, outer_inputs, subgraphs
+from tensat_py.graph import Graph, GraphError, TensorType
+
+__all__ = [
+    "Unsupported",
+    "Importer",
+    "OnnxSource",
+    "load",
+    "opaque_ops",
+    "opaque_reasons",
+]
+
+_BAD_LEAF_CHARS = set(" \t\n()@;:\"'[],")
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+#: Folding limit for shape sub-graphs: total input elements.
+_FOLD_MAX_ELEMENTS = 1 << 16
+#: Default-domain operators never folded (random, or with side inputs).
+_NO_FOLD = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+        "Constant",
+    }
+)
+_INTEGRAL_ELEMS = frozenset(
+    {
+        TensorProto.INT64,
+        TensorProto.INT32,
+        TensorProto.INT16,
+        TensorProto.INT8,
+        TensorProto.UINT64,
+        TensorProto.UINT32,
+        TensorProto.UINT16,
+        TensorProto.UINT8,
+        TensorProto.BOOL,
+    }
+)
+
+
+class Unsupported(Exception):  # noqa: N818  (the contract's name)
+    """Raised by an importer (``raise imp.Unsupported("reason")``) when the ONNX node, with
+    these attributes and inputs, is not modelled by the language: the node becomes opaque
+    and ``reason`` is recorded in its payload."""
+
+
+# ---------------------------------------------------------------------------- source
+@dataclass(eq=False)
+class OnnxSource:
+    """What :func:`load` keeps of the model (``Graph.meta["onnx"]``) for the exporter.
+
+    Attributes:
+        initializers: every initializer (``Constant`` node values and folded shape
+            sub-graphs included) by name.
+        inputs: runtime inputs (not initializers) in order: ONNX name and element type.
+        outputs: graph output names in order.
+        leaf_names: graph ``input``/``weight`` name -> ONNX value name.
+        opset_imports: the model's opset imports (default domain >= 13).
+        ir_version: the model's IR version.
+        functions: local functions the model defines.
+        names: every value name in the model, sub-graphs included (new names avoid them).
+        arrays: values of the weights importers created with ``imp.weight``, by graph
+            name (exported as initializers of that name).
+    """
+
+    initializers: dict[str, TensorProto]
+    inputs: list[tuple[str, int]]
+    outputs: list[str]
+    leaf_names: dict[str, str]
+    opset_imports: tuple[onnx.OperatorSetIdProto, ...]
+    ir_version: int
+    functions: tuple[onnx.FunctionProto, ...]
+    names: frozenset[str]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    _arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def opset(self) -> int:
+        """The default-domain opset."""
+        return _default_opset_of(self.opset_imports)
+
+    def array(self, onnx_name: str) -> np.ndarray:
+        """The initializer ``onnx_name`` as a NumPy array (cached; dtype as stored)."""
+        if onnx_name not in self._arrays:
+            self._arrays[onnx_name] = numpy_helper.to_array(self.initializers[onnx_name])
+        return self._arrays[onnx_name]
+
+    def weight_value(self, name: str) -> np.ndarray | None:
+        """The value of graph weight ``name``, or None when the model does not hold it."""
+        if name in self.arrays:
+            return self.arrays[name]
+        onnx_name = self.leaf_names.get(name, name)
+        if onnx_name in self.initializers:
+            return self.array(onnx_name)
+        return None
+
+    def weight_values(self, graph: Graph) -> dict[str, np.ndarray]:
+        """``{weight name: array}`` for every weight of ``graph`` this model holds."""
+        out = {}
+        for nid in graph.weights():
+            name = graph.nodes[nid].name
+            v = self.weight_value(name)
+            if v is not None:
+                out[name] = v
+        return out
+
+
+def opaque_ops(graph: Graph) -> dict[str, int]:
+    """``{operator type: count}`` of the opaque nodes some output depends on (an ONNX node
+    with several used outputs counts once)."""
+    counts: dict[str, int] = {}
+    for label, _ in _opaque_groups(graph):
+        counts[label] = counts.get(label, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def opaque_reasons(graph: Graph) -> dict[str, dict[str, int]]:
+    """``{operator type: {reason: count}}``: why each opaque node some output depends on
+    is opaque (``"no importer for ONNX operator `X`"`` or the importer's ``Unsupported``
+    message). Payloads from other front ends give the reason ``""``."""
+    out: dict[str, dict[str, int]] = {}
+    for label, reason in _opaque_groups(graph):
+        per = out.setdefault(label, {})
+        per[reason] = per.get(reason, 0) + 1
+    return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
+
+
+def _opaque_groups(graph: Graph) -> list[tuple[str, str]]:
+    seen: set[str] = set()
+    out = []
+    for nid in graph.opaque_nodes():
+        p = graph.opaque_payload(nid)
+        label = p.op_type if p is not None else graph.opaque_key(nid)
+        group = getattr(p, "group", "") or graph.opaque_key(nid)
+        if group in seen:
+            continue
+        seen.add(group)
+        out.append((label, str(getattr(p, "reason", ""))))
+    return out
+
+
+# ---------------------------------------------------------------------------- helpers
+def _default_opset_of(opsets: Sequence[onnx.OperatorSetIdProto]) -> int:
+    for o in opsets:
+        if o.domain in _DEFAULT_DOMAINS:
+            return int(o.version)
+    return 1
+
+
+def _static_type(vi: onnx.ValueInfoProto) -> tuple[int, tuple[int, ...] | None]:
+    t = vi.type
+    if not t.HasField("tensor_type"):
+        return 0, None
+    tt = t.tensor_type
+    if not tt.HasField("shape"):
+        return int(tt.elem_type), None
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            dims.append(int(d.dim_value))
+        else:
+            return int(tt.elem_type), None
+    return int(tt.elem_type), tuple(dims)
+
+
+def _all_names(g: onnx.GraphProto, out: set[str]) -> None:
+    out.update(i.name for i in g.input)
+    out.update(o.name for o in g.output)
+    out.update(v.name for v in g.value_info)
+    out.update(t.name for t in g.initializer)
+    for n in g.node:
+        out.update(i for i in n.input if i)
+        out.update(o for o in n.output if o)
+        for sg in subgraphs(n):
+            _all_names(sg, out)
+
+
+def _op_key(node: onnx.NodeProto) -> str:
+    return node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}:{node.op_type}"
+
+
+def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
+    """The value of a default-domain ``Constant`` node (dense forms only), else None."""
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if a.name == "value":
+            return numpy_helper.to_array(v)
+        if a.name == "value_float":
+            return np.asarray(v, dtype=np.float32)
+        if a.name == "value_floats":
+            return np.asarray(list(v), dtype=np.float32)
+        if a.name == "value_int":
+            return np.asarray(v, dtype=np.int64)
+        if a.name == "value_ints":
+            return np.asarray(list(v), dtype=np.int64)
+    return None
+
+
+@dataclass
+class _Pending:
+    """A value of an element type the language has no dtype for, produced by an opaque
+    node: its consumers take the producing nodes into their own payloads."""
+
+    nodes: tuple[onnx.NodeProto, ...]
+    operands: tuple[tuple[str, int], ...]
+    constants: dict[str, TensorProto]
+    elem: int
+
+
+# ---------------------------------------------------------------------------- importer
+class Importer:
+    """Translates one ONNX model into a :class:`Graph`; the ``imp`` of the importer API
+    (see the module docstring). Use :func:`load`; an importer function receives the
+    instance as its first argument.
+
+    Args:
+        model: a model after version conversion and shape inference.
+        where: the model file (or ``"model"``), for messages.
+        importers: ONNX op type -> importer; defaults to
+            :func:`tensat_py.ops.onnx_importers`.
+    """
+
+    Unsupported = Unsupported
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        where: str = "model",
+        importers: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> None:
+        if importers is None:
+            from tensat_py import ops
+
+            importers = ops.onnx_importers()
+        self.importers = dict(importers)
+        self.model = model
+        self.where = where
+        self.graph = Graph()
+        self.opset = _default_opset_of(model.opset_import)
+        gr = model.graph
+        self.inits: dict[str, TensorProto] = {t.name: t for t in gr.initializer}
+        self.nodes: list[onnx.NodeProto] = []
+        for n in gr.node:
+            if (
+                n.op_type == "Constant"
+                and n.domain in _DEFAULT_DOMAINS
+                and len(n.output) == 1
+                and (v := _constant_value(n)) is not None
+            ):
+                self.inits[n.output[0]] = numpy_helper.from_array(v, n.output[0])
+                continue
+            self.nodes.append(n)
+        self.types: dict[str, tuple[int, tuple[int, ...] | None]] = {}
+        for vi in [*gr.input, *gr.value_info, *gr.output]:
+            self.types[vi.name] = _static_type(vi)
+        for name, t in self.inits.items():
+            self.types[name] = (int(t.data_type), tuple(int(d) for d in t.dims))
+        self.consumers: dict[str, int] = {}
+        for n in self.nodes:
+            for i in [*n.input, *outer_inputs(n)]:
+                if i:
+                    self.consumers[i] = self.consumers.get(i, 0) + 1
+        for o in gr.output:
+            self.consumers[o.name] = self.consumers.get(o.name, 0) + 1
+        names: set[str] = set()
+        _all_names(gr, names)
+        names.update(self.inits)
+        self.model_names = names
+        self.env: dict[str, int] = {}  # ONNX value -> graph node id
+        self.pending: dict[str, _Pending] = {}
+        self.taken: set[str] = set()  # graph leaf names
+        self.leaf_names: dict[str, str] = {}
+        self.arrays: dict[str, np.ndarray] = {}
+        self._shared: dict[tuple, int] = {}
+        self._const_cache: dict[str, np.ndarray] = {}
+        self._node: onnx.NodeProto | None = None
+        self._bound: dict[int, int] = {}
+
+    # ------------------------------------------------------------------ the API
+    def attrs(self, node: onnx.NodeProto) -> dict[str, Any]:
+        """``{attribute name: helper.get_attribute_value(attribute)}``."""
+        return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+    def input(self, node: onnx.NodeProto, i: int) -> int | None:
+        """Graph node id of input ``i`` (None when absent or empty); a constant becomes a
+        ``weight`` node (created once per value).
+
+        Raises:
+            Unsupported: the value's element type has no dtype, or it is a constant with a
+                zero-size dimension.
+        """
+        name = node.input[i] if 0 <= i < len(node.input) else ""
+        return self._value(name, node) if name else None
+
+    def const_value(self, node: onnx.NodeProto, i: int) -> np.ndarray | None:
+        """The value of input ``i`` when it is a constant (initializer, ``Constant``
+        node, folded shape sub-graph), else None."""
+        name = node.input[i] if 0 <= i < len(node.input) else ""
+        if not name or name not in self.inits:
+            return None
+        if name not in self._const_cache:
+            self._const_cache[name] = numpy_helper.to_array(self.inits[name])
+        return self._const_cache[name]
+
+    def type(self, node: onnx.NodeProto, i: int) -> TensorType:
+        """Static shape and dtype of input ``i``.
+
+        Raises:
+            Unsupported: an element type without a dtype, or no static shape.
+            ValueError: input ``i`` is absent.
+        """
+        name = node.input[i] if 0 <= i < len(node.input) else ""
+        if not name:
+            raise ValueError(f"input {i} of the node is absent")
+        if name in self.env:
+            return self.graph.type_of(self.env[name])
+        elem, shape = self.types.get(name, (0, None))
+        return self._tensor_type(name, elem, shape)
+
+    def output_type(self, node: onnx.NodeProto, k: int) -> TensorType | None:
+        """The type shape inference gives output ``k`` (None: no static shape).
+
+        Raises:
+            Unsupported: an element type without a dtype.
+        """
+        name = node.output[k] if 0 <= k < len(node.output) else ""
+        elem, shape = self.types.get(name, (0, None)) if name else (0, None)
+        if shape is None:
+            return None
+        return self._tensor_type(name, elem, shape)
+
+    def used(self, node: onnx.NodeProto, k: int) -> bool:
+        """Whether the model reads output ``k`` of ``node``."""
+        return 0 <= k < len(node.output) and bool(self.consumers.get(node.output[k], 0))
+
+    def add(self, op: str, params: Mapping[str, Any], inputs: Sequence[int]) -> int:
+        """Append language node ``op`` and return its id.
+
+        Raises:
+            OnnxImportError: the Rust type checker rejects it (names the ONNX node).
+        """
+        try:
+            return self.graph.add_node(op, dict(params), list(inputs))
+        except GraphError as e:
+            raise self._error(f"the type checker rejects `{op}` built by the importer: {e}") from e
+
+    def weight(self, array: Any, stem: str = "c") -> int:
+        """A new ``weight`` node holding ``array`` (dtype kept); equal arrays up to 64 KiB
+        share one node.
+
+        Raises:
+            ValueError: an array of a dtype the language lacks, or with a zero-size
+                dimension.
+        """
+        a = np.ascontiguousarray(array)
+        dtype = dtype_of_array(a)
+        if dtype is None:
+            raise ValueError(f"imp.weight: dtype {a.dtype} is not a dtype of the language")
+        if any(d < 1 for d in a.shape):
+            raise ValueError(f"imp.weight: shape {a.shape} has a zero-size dimension")
+        key = (a.dtype.str, a.shape, a.tobytes()) if a.nbytes <= 1 << 16 else None
+        if key is not None and key in self._shared:
+            return self._shared[key]
+        leaf = self._leaf(stem, avoid_model=True)
+        nid = self._add_leaf("weight", leaf, a.shape, dtype)
+        self.arrays[leaf] = a
+        if key is not None:
+            self._shared[key] = nid
+        return nid
+
+    def set_output(self, node: onnx.NodeProto, k: int, nid: int) -> None:
+        """Bind output ``k`` of ``node`` (the node being imported) to graph node ``nid``.
+
+        Raises:
+            ValueError: another node than the one being imported, a bad ``k`` or ``nid``.
+        """
+        if node is not self._node:
+            raise ValueError("imp.set_output: not the node being imported")
+        if not 0 <= k < len(node.output):
+            raise ValueError(f"imp.set_output: node has {len(node.output)} outputs, not {k + 1}")
+        if not isinstance(nid, int | np.integer) or not 0 <= int(nid) < len(self.graph.nodes):
+            raise ValueError(f"imp.set_output: {nid!r} is not a node id")
+        self._bound[k] = int(nid)
+
+    # ------------------------------------------------------------------ internals
+    def _error(self, msg: str, node: onnx.NodeProto | None = None) -> OnnxImportError:
+        node = node if node is not None else self._node
+        assert node is not None
+        label = node.name or (node.output[0] if node.output else "?")
+        return OnnxImportError(
+            f"{self.where}: ONNX node '{label}' ({_op_key(node)}): {msg}",
+            model=self.where,
+            node_name=node.name,
+            op_type=_op_key(node),
+        )
+
+    def _tensor_type(self, name: str, elem: int, shape: tuple[int, ...] | None) -> TensorType:
+        dtype = dtype_of_elem(elem)
+        if dtype is None:
+            raise Unsupported(f"value '{name}' has element type {elem_name(elem)}")
+        if shape is None:
+            raise Unsupported(f"value '{name}' has no static shape")
+        return TensorType(tuple(shape), dtype)
+
+    def _leaf(self, onnx_name: str, avoid_model: bool = False) -> str:
+        base = "".join("_" if c in _BAD_LEAF_CHARS else c for c in onnx_name) or "v"
+        name, k = base, 1
+        while name in self.taken or (avoid_model and name in self.model_names):
+            name, k = f"{base}_{k}", k + 1
+        self.taken.add(name)
+        return name
+
+    def _add_leaf(self, op: str, leaf: str, shape: Sequence[int], dtype: str) -> int:
+        add = self.graph.add_input if op == "input" else self.graph.add_weight
+        return add(leaf, tuple(shape), dtype=dtype)
+
+    def _value(self, name: str, node: onnx.NodeProto | None) -> int:
+        if name in self.env:
+            return self.env[name]
+        if name in self.pending:
+            p = self.pending[name]
+            raise Unsupported(f"value '{name}' has element type {elem_name(p.elem)}")
+        t = self.inits.get(name)
+        if t is None:
+            where = f"node '{node.name}' ({_op_key(node)})" if node is not None else "the model"
+            raise OnnxError(f"{self.where}: {where} reads unknown value '{name}'")
+        dtype = dtype_of_elem(t.data_type)
+        if dtype is None:
+            raise Unsupported(f"constant '{name}' has element type {elem_name(t.data_type)}")
+        dims = tuple(int(d) for d in t.dims)
+        if any(d < 1 for d in dims):
+            raise Unsupported(f"constant '{name}' has a zero-size dimension {dims}")
+        leaf = self._leaf(name)
+        nid = self._add_leaf("weight", leaf, dims, dtype)
+        self.leaf_names[leaf] = name
+        self.env[name] = nid
+        return nid
+
+    def _fold(self, node: onnx.NodeProto) -> bool:
+        """Evaluates a shape sub-graph node into constants; False when it is not one."""
+        if node.domain not in _DEFAULT_DOMAINS or node.op_type in _NO_FOLD:
+            return False
+        ins = [i for i in node.input if i]
+        if not ins or any(True for _ in subgraphs(node)):
+            return False
+        feeds: dict[str, np.ndarray] = {}
+        if node.op_type in ("Shape", "Size") and ins[0] not in self.inits:
+            elem, shape = self.types.get(ins[0], (0, None))
+            if shape is None:
+                return False
+            feeds[ins[0]] = np.broadcast_to(np.zeros((), np.float32), shape)
+        else:
+            if not all(i in self.inits for i in ins):
+                return False
+            for o in node.output:
+                if o and self.types.get(o, (0, None))[0] not in _INTEGRAL_ELEMS:
+                    return False
+            if sum(int(np.prod(self.inits[i].dims)) for i in ins) > _FOLD_MAX_ELEMENTS:
+                return False
+            for i in ins:
+                feeds[i] = numpy_helper.to_array(self.inits[i])
+        try:
+            from onnx.reference import ReferenceEvaluator
+
+            inputs = [
+                helper.make_tensor_value_info(
+                    n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)
+                )
+                for n, a in feeds.items()
+            ]
+            outs = [o for o in node.output if o]
+            g = helper.make_graph(
+                [node],
+                "fold",
+                inputs,
+                [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
+            )
+            m = helper.make_model(g, opset_imports=list(self.model.opset_import))
+            m.ir_version = self.model.ir_version
+            values = ReferenceEvaluator(m).run(None, feeds)
+        except Exception:  # not foldable after all (the evaluator raises many types)
+            return False
+        for o, v in zip(outs, values, strict=True):
+            a = np.asarray(v)
+            self.inits[o] = numpy_helper.from_array(a, o)
+            self.types[o] = (helper.np_dtype_to_tensor_dtype(a.dtype), tuple(a.shape))
+        return True
+
+    def _import(self, k: int, node: onnx.NodeProto) -> None:
+        key = _op_key(node)
+        fn = self.importers.get(key)
+        if fn is None:
+            self._opaque(k, node, f"no importer for ONNX operator `{key}`")
+            return
+        self._node, self._bound = node, {}
+        try:
+            fn(self, node)
+        except Unsupported as e:
+            self._opaque(k, node, str(e) or "unsupported")
+            return
+        except OnnxError:
+            raise
+        except Exception as e:
+            name = getattr(fn, "__qualname__", repr(fn))
+            raise self._error(
+                f"importer {getattr(fn, '__module__', '?')}.{name} failed: {type(e).__name__}: {e}"
+            ) from e
+        finally:
+            bound, self._node = self._bound, None
+        missing = [
+            o for j, o in enumerate(node.output) if o and self.used(node, j) and j not in bound
+        ]
+        if missing:
+            self._opaque(k, node, f"the importer gives no value for used output(s) {missing}")
+            return
+        for j, nid in bound.items():
+            o = node.output[j]
+            if not o:
+                continue
+            t = self.graph.nodes[nid].type
+            if not isinstance(t, TensorType):
+                raise self._error(f"output '{o}' is bound to a split pair (node {nid})", node)
+            elem, shape = self.types.get(o, (0, None))
+            if shape is not None and tuple(t.shape) != shape:
+                raise self._error(
+                    f"output '{o}': the importer built shape {list(t.shape)}, ONNX shape "
+                    f"inference gives {list(shape)}",
+                    node,
+                )
+            if elem and dtype_of_elem(elem) != t.dtype:
+                raise self._error(
+                    f"output '{o}': the importer built dtype {t.dtype}, the model says "
+                    f"{elem_name(elem)}",
+                    node,
+                )
+            self.env[o] = nid
+
+    def _opaque(self, k: int, node: onnx.NodeProto, reason: str) -> None:
+        operands: list[tuple[str, int]] = []
+        nodes: list[onnx.NodeProto] = []
+        consts: dict[str, TensorProto] = {}
+        seen: set[str] = set()
+        for name in [*node.input, *outer_inputs(node)]:
+            if not name or name in seen:
+                continue
+            seen.add(name)
+            if name in self.env:
+                operands.append((name, self.env[name]))
+            elif name in self.pending:
+                p = self.pending[name]
+                for n in p.nodes:
+                    if all(n is not m for m in nodes):
+                        nodes.append(n)
+                for oname, nid in p.operands:
+                    if oname not in seen:
+                        seen.add(oname)
+                        operands.append((oname, nid))
+                consts.update(p.constants)
+            elif name in self.inits:
+                consts[name] = self.inits[name]
+            else:
+                raise OnnxError(
+                    f"{self.where}: node '{node.name}' ({_op_key(node)}) reads unknown value "
+                    f"'{name}'"
+                )
+        nodes.append(node)
+        key = _op_key(node)
+        group = f"n{k}:{node.name}"
+        operand_elems = tuple(elem_of_dtype(self.graph.type_of(nid).dtype) for _, nid in operands)
+        for o in node.output:
+            if not o or not self.consumers.get(o, 0):
+                continue
+            elem, shape = self.types.get(o, (0, None))
+            dtype = dtype_of_elem(elem)
+            if dtype is None:
+                self.pending[o] = _Pending(tuple(nodes), tuple(operands), dict(consts), elem)
+                continue
+            if shape is None:
+                raise OnnxError(
+                    f"{self.where}: shape inference gives no static shape for '{o}' (output "
+                    f"of {key} node '{node.name}'); pass input_shapes={{...}} to fix "
+                    "symbolic input dimensions"
+                )
+            payload = OnnxOpaque(
+                op_type=key,
+                nodes=tuple(nodes),
+                operands=tuple(n for n, _ in operands),
+                output=o,
+                elem_type=elem,
+                operand_elems=operand_elems,
+                constants=dict(consts),
+                group=group,
+                reason=reason,
+                opset_imports=tuple(self.model.opset_import),
+                ir_version=int(self.model.ir_version),
+                functions=tuple(self.model.functions),
+            )
+            ids = [nid for _, nid in operands]
+            nid = self.graph.add_opaque(key, shape, ids, payload, dtype=dtype)
+            self.env[o] = nid
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> Graph:
+        """Imports the whole model; returns the graph (``meta["onnx"]`` set).
+
+        Raises:
+            OnnxError: an input without a static shape or of an element type without a
+                dtype, an output that is not computed, or a translator failure
+                (:class:`~.common.OnnxImportError`).
+        """
+        gr = self.model.graph
+        inputs: list[tuple[str, int]] = []
+        for vi in gr.input:
+            if vi.name in self.inits:
+                continue
+            elem, shape = self.types[vi.name]
+            dtype = dtype_of_elem(elem)
+            if dtype is None:
+                raise OnnxError(
+                    f"{self.where}: input '{vi.name}' has element type {elem_name(elem)}, "
+                    "which the language has no dtype for"
+                )
+            if shape is None:
+                raise OnnxError(
+                    f"{self.where}: input '{vi.name}' has no static shape; pass "
+                    "input_shapes={...}"
+                )
+            if any(d < 1 for d in shape):
+                raise OnnxError(
+                    f"{self.where}: input '{vi.name}' has a zero-size dimension {shape}"
+                )
+            leaf = self._leaf(vi.name)
+            self.env[vi.name] = self._add_leaf("input", leaf, shape, dtype)
+            self.leaf_names[leaf] = vi.name
+            inputs.append((vi.name, elem))
+        for k, node in enumerate(self.nodes):
+            if not any(self.consumers.get(o, 0) for o in node.output if o):
+                continue  # nothing reads it
+            if self._fold(node):
+                continue
+            self._import(k, node)
+        outs = []
+        for o in gr.output:
+            if o.name in self.pending:
+                raise OnnxError(
+                    f"{self.where}: graph output '{o.name}' has element type "
+                    f"{elem_name(self.pending[o.name].elem)}, which the language has no dtype for"
+                )
+            if o.name in self.env or o.name in self.inits:
+                outs.append(self._value(o.name, None))
+            else:
+                raise OnnxError(
+                    f"{self.where}: graph output '{o.name}' is neither computed nor a tensor"
+                )
+        if not outs:
+            raise OnnxError(f"{self.where}: the model has no outputs")
+        self.graph.outputs = outs
+        self.graph.meta["onnx"] = OnnxSource(
+            initializers=self.inits,
+            inputs=inputs,
+            outputs=[o.name for o in gr.output],
+            leaf_names=self.leaf_names,
+            opset_imports=tuple(self.model.opset_import),
+            ir_version=int(self.model.ir_version),
+            functions=tuple(self.model.functions),
+            names=frozenset([*self.model_names, *self.inits, *self.arrays]),
+            arrays=self.arrays,
+        )
+        return self.graph
+
+
+# ---------------------------------------------------------------------------- load
+def load(
+    source: str | PathLike[str] | onnx.ModelProto,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    importers: Mapping[str, Callable[..., Any]] | None = None,
+) -> Graph:
+    """Reads an ONNX model into a :class:`~tensat_py.graph.Graph` (see the module
+    docstring).
+
+    Args:
+        source: a path to a ``.onnx`` file or a ``ModelProto`` (not modified).
+        input_shapes: static shapes for inputs whose dimensions are symbolic, by input
+            name (other inputs keep theirs).
+        importers: ONNX op type -> importer, replacing the registry
+            (:func:`tensat_py.ops.onnx_importers`); for tests and experiments.
+
+    Returns:
+        The graph; ``graph.meta["onnx"]`` is an :class:`OnnxSource` and
+        ``graph.meta["opaque"]`` holds an :class:`~.payload.OnnxOpaque` per opaque node.
+
+    Raises:
+        OnnxError: an unreadable model, a default-domain opset older than 13 that ONNX
+            cannot convert, an input without a static shape or of an element type the
+            language lacks, a value without a static shape that an opaque node needs.
+        OnnxImportError: an importer failed on a node (a bug; names the node and model).
+        FileNotFoundError: no such file.
+    """
+    if isinstance(source, onnx.ModelProto):
+        model = onnx.ModelProto()
+        model.CopyFrom(source)
+        where = "model"
+    else:
+        where = str(source)
+        if not Path(source).is_file():
+            raise FileNotFoundError(f"{where}: no such file")
+        try:
+            model = onnx.load(str(source))
+        except Exception as e:
+            raise OnnxError(f"{where}: not a readable ONNX model ({e})") from None
+    opset = _default_opset_of(model.opset_import)
+    if opset < MIN_OPSET:
+        try:
+            from onnx import version_converter
+
+            model = version_converter.convert_version(model, MIN_OPSET)
+        except Exception as e:
+            raise OnnxError(
+                f"{where}: opset {opset} is older than {MIN_OPSET} and could not be converted ({e})"
+            ) from None
+    if input_shapes:
+        names = {vi.name for vi in model.graph.input}
+        for name in input_shapes:
+            if name not in names:
+                raise OnnxError(f"{where}: input_shapes names unknown input '{name}'")
+        for vi in model.graph.input:
+            if vi.name in input_shapes:
+                tt = vi.type.tensor_type
+                tt.shape.Clear()
+                for d in input_shapes[vi.name]:
+                    tt.shape.dim.add().dim_value = int(d)
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as e:
+        raise OnnxError(f"{where}: ONNX shape inference failed: {e}") from None
+    return Importer(model, where, importers).run()
