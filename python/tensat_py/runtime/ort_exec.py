@@ -92,7 +92,9 @@ def run(
     Args:
         graph: the program.
         feeds: ``{input or weight name: array}``; weights found here become the model's
-            initializers (float32), the rest come from the source model.
+            initializers, the rest come from the source model. Every feed is cast to its
+            node's dtype (``TensorType.dtype``; a float64 verification feed for a float32
+            input runs as float32).
         source: the graph ``graph`` was optimised from, when ``graph.meta`` lacks the
             ONNX source or opaque payloads.
         threads: intra-op threads (0: default).
@@ -103,8 +105,11 @@ def run(
     """
     from tensat_py.frontends.onnx import to_model
 
+    leaf_types = graph.leaf_types()
     weight_names = {graph.nodes[i].name for i in graph.weights()}
-    weights = {k: np.asarray(v, dtype=np.float32) for k, v in feeds.items() if k in weight_names}
+    weights = {
+        k: _as_dtype(v, leaf_types[k].dtype) for k, v in feeds.items() if k in weight_names
+    }
     model = to_model(graph, weights=weights, source=source, check=False)
     src = graph.meta.get("onnx") or (source.meta.get("onnx") if source is not None else None)
     leaf = src.leaf_names if src is not None else {}
@@ -113,10 +118,16 @@ def run(
         name = graph.nodes[nid].name
         if name not in feeds:
             raise ValueError(f"no feed for input '{name}'")
-        a = np.asarray(feeds[name])
-        if a.dtype == np.float64:
-            a = a.astype(np.float32)
-        inputs[leaf.get(name, name)] = a
+        inputs[leaf.get(name, name)] = _as_dtype(feeds[name], leaf_types[name].dtype)
     sess = session(model, threads=threads)
     wanted = {i.name for i in sess.get_inputs()}
     return list(sess.run(None, {k: v for k, v in inputs.items() if k in wanted}))
+
+
+def _as_dtype(a: object, dtype: str) -> np.ndarray:
+    """``a`` as an array of the language dtype ``dtype`` (``bfloat16`` via ml_dtypes)."""
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.asarray(a).astype(ml_dtypes.bfloat16)
+    return np.asarray(a).astype(np.dtype(dtype), copy=False)
