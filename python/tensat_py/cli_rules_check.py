@@ -14,6 +14,10 @@ import click
 
 __all__ = ["check"]
 
+#: Default search budget; equal to ``tensat_py.rules_check.ATTEMPTS`` (a test checks), kept
+#: here so that ``tensat --help`` does not import NumPy and the executor.
+ATTEMPTS = 3000
+
 
 @click.command("check")
 @click.argument("files", nargs=-1)
@@ -25,9 +29,10 @@ __all__ = ["check"]
 )
 @click.option(
     "--attempts",
-    default=300,
+    default=ATTEMPTS,
     show_default=True,
-    help="Proposals tried per rule before it is UNTESTABLE.",
+    help="Search budget per rule: candidate values tried for its variables (all samples "
+    "together); a rule with no valid instance within it is UNTESTABLE.",
 )
 @click.option("--seed", default=0, show_default=True, help="Random seed.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

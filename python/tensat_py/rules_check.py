@@ -1,43 +1,61 @@
 """Numerical soundness check of rewrite rules (``tensat rules check``).
 
-Every rule of a rule file is instantiated at several random shape assignments and both
-sides are evaluated with the NumPy reference executor in float64 on the same random
-inputs:
+Every rule of a rule file is instantiated at several random valid assignments of its
+variables, and both sides are evaluated with the NumPy reference executor in float64 on
+the same random inputs. No operator's shape rule is written here: the Rust e-class
+analysis is the only judge of what type-checks and of every output shape.
 
-1. The source and target patterns are parsed (texts from ``RuleSet.describe()``) and
-   every ``?variable`` gets the kind of the operand it stands for (tensor, integer
-   parameter, symbol parameter) from the operator signatures.
-2. Ranks, then dimensions, are drawn: a small unifier collects what the operators
-   require (equal shapes for ``ewadd``, equal inner dimensions for ``matmul``, equal
-   off-axis dimensions for ``concat``, source i and target i of equal shape, ...) and
-   random sizes are drawn for what is left free. Integer-parameter variables take values
-   from their allowed sets (activation 0..3, padding 0/1, strides 1/2, pooling kernels
-   1..3, merge counts 1/2, axes below the rank). This only proposes shapes: the Rust
-   analysis (through :class:`tensat_py.graph.Graph`) decides whether both sides
-   type-check, and the rule's own conditions are evaluated by the Rust core
-   (``RuleSet.check_conditions``); proposals that fail either are discarded.
-3. Source i and target i are compared output by output: relative error
-   ``max|a - b| / max(max|a|, max|b|)`` against :data:`TOLERANCE`.
+1. The source and target patterns (texts from ``RuleSet.describe()``) are parsed, and
+   every ``?variable`` takes the kind of the operand it stands for (``tensor``, ``int``,
+   ``float``, ``list``, ``sym``) from the operator signatures (``graph.signatures()``).
+2. A randomized backtracking search assigns the variables in the order a bottom-up walk
+   of the source patterns meets them (an operator's tensor operands before its
+   parameters, so a parameter's domain can read the rank of the operand beside it).
+   Candidates: a tensor variable gets shapes of rank 0..4 built from the shapes already
+   in this instance (its variables' and its completed sub-terms' shapes, as the analysis
+   computed them) and a few small fresh dimensions, so equal-dimension constraints are
+   likely met; float32 unless no float32 instance exists, then other dtypes too. Integer
+   parameters take small domains named after their operand (``act`` 0..3, ``pad`` 0/1,
+   ``stride*`` 1/2, ``kernel*`` 1..3, ``axis`` below the operand's rank, ...), list
+   parameters generated lists (permutations, sorted axis subsets, shapes of the right
+   element count from factorizations of volumes present, small integer lists), float
+   parameters a few values, symbol parameters the dtype / mode names.
+3. Each partial assignment is checked by adding every sub-term it completes (on both
+   sides) to a scratch :class:`tensat_py.graph.Graph`: ``Graph.add_node`` type-checks it
+   with the Rust analysis (``_core.TypeChecker``) and a ``GraphError`` prunes the branch.
+   Once the variables the rule's conditions mention are bound, the conditions are
+   evaluated by the Rust core (``RuleSet.check_conditions``). The search is bounded (a
+   budget of candidate values per rule, restarts, a seeded RNG).
+4. Source i and target i are compared output by output: equal types (shape, dtype), then
+   relative error ``max|a - b| / max(max|a|, max|b|)`` against :data:`TOLERANCE`. When the
+   shapes allow it, one extra instance re-types the float32 variables to another float
+   dtype (both sides must type-check there for it to count).
 
 Outcomes per rule: ``PASS`` (every instance agreed), ``FAIL`` (an instance disagreed:
-the shapes, the parameters and the error are reported) or ``UNTESTABLE`` (no valid
-instance was found in the attempt budget, or the executor cannot run an operator; the
-reason is reported).
+the assignment and the error are reported) or ``UNTESTABLE`` (no valid instance within
+the budget, a variable kind that cannot be instantiated, or an operator the executor
+cannot run; the reason is reported). A bug in the checker itself is raised, never turned
+into a status.
 """
 
 from __future__ import annotations
 
+import inspect
+import itertools
+import random
+import re
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from math import prod
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tensat_py import _core
-from tensat_py.graph import Graph, GraphError, parse_dims, signatures
+from tensat_py.graph import Graph, GraphError, TensorType, operand_kinds
 from tensat_py.runtime.numpy_exec import run
 
 __all__ = [
@@ -47,6 +65,7 @@ __all__ = [
     "check_rule",
     "check_ruleset",
     "check_files",
+    "default_files",
     "parse_pattern",
 ]
 
@@ -57,21 +76,37 @@ __all__ = [
 #: six orders of magnitude of margin on both sides.
 TOLERANCE = 1e-9
 
-Term = str | list  # an atom (``?x``, ``3``, ``1_0``) or ``[op, child, ...]``
+#: Default search budget: candidate values tried per rule (all samples together).
+ATTEMPTS = 3000
 
-_KERNEL = (1, 3)
-_SPATIAL = (3, 4, 5, 6)
-_DEFAULT = (2, 3, 4, 5)
+Term = str | tuple  # an atom (``?x``, ``3``, ``[1,0]``) or ``(op, child, ...)``
+
+_FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+_ALL_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "bool")
+#: Candidate values tried per tensor / list variable per search node.
+_TENSOR_CANDIDATES = 10
+_LIST_CANDIDATES = 10
+#: Steps (candidate values assigned) per restart of the backtracking search.
+_RESTART_STEPS = 80
+#: Ranks of a random tensor candidate and their weights.
+_RANKS = (0, 1, 2, 3, 4)
+_RANK_WEIGHTS = (0.05, 0.2, 0.25, 0.25, 0.25)
+_FRESH_DIMS = (2, 3, 4, 5, 6)
+#: Largest tensor candidate (elements), so evaluation stays cheap.
+_MAX_NUMEL = 1024
 
 
 # --------------------------------------------------------------------------- patterns
+_TOKEN = re.compile(r"\[[^\]]*\]|\(|\)|[^\s()]+")
+
+
 def parse_pattern(text: str) -> Term:
-    """Parse a pattern s-expression (``(matmul 0 ?a ?b)``) into nested lists.
+    """Parse a pattern s-expression (``(matmul 0 ?a ?b)``) into nested tuples.
 
     Raises:
         ValueError: unbalanced parentheses or trailing text.
     """
-    toks = text.replace("(", " ( ").replace(")", " ) ").split()
+    toks = _TOKEN.findall(text)
     pos = 0
 
     def read() -> Term:
@@ -87,7 +122,7 @@ def parse_pattern(text: str) -> Term:
             if pos >= len(toks):
                 raise ValueError(f"unclosed `(` in pattern `{text}`")
             pos += 1
-            return out
+            return tuple(out)
         if t == ")":
             raise ValueError(f"unmatched `)` in pattern `{text}`")
         return t
@@ -102,513 +137,620 @@ def _is_var(t: Term) -> bool:
     return isinstance(t, str) and t.startswith("?")
 
 
-def _var_kinds(terms: Iterable[Term]) -> dict[str, tuple[str, str]]:
-    """``{?var: (kind, operand name)}`` from the operand positions the variables fill."""
-    sigs = signatures()
-    kinds: dict[str, tuple[str, str]] = {}
-
-    def walk(t: Term) -> None:
-        if not isinstance(t, list):
-            return
-        op, args = t[0], t[1:]
-        sig = sigs.get(op)
-        if sig is None or len(sig) != len(args):
-            raise ValueError(f"`{op}` is not an operator with {len(args)} operands")
-        for (name, kind), a in zip(sig, args, strict=True):
-            if _is_var(a):
-                kinds.setdefault(a, (kind, name))  # type: ignore[arg-type]
-            walk(a)
-
-    for t in terms:
-        walk(t)
-    return kinds
+def _kinds_of(t: tuple) -> tuple[tuple[str, str], ...]:
+    """``(operand name, kind)`` per child of application ``t``."""
+    op, args = t[0], t[1:]
+    try:
+        sig = operand_kinds(op, len(args))
+    except KeyError:
+        raise ValueError(f"`{op}` is not an operator of the language") from None
+    if len(sig) != len(args):
+        raise ValueError(f"`{op}` takes {len(sig)} operands, the pattern gives {len(args)}")
+    return sig
 
 
-# --------------------------------------------------------------------------- unifiers
-class _Ranks:
-    """Union-find over tensor terms' ranks with fixed values and lower bounds."""
-
-    def __init__(self) -> None:
-        self.parent: list[int] = []
-        self.fixed: list[int | None] = []
-        self.low: list[int] = []
-
-    def new(self, fixed: int | None = None, low: int = 1) -> int:
-        self.parent.append(len(self.parent))
-        self.fixed.append(fixed)
-        self.low.append(low)
-        return len(self.parent) - 1
-
-    def find(self, a: int) -> int:
-        while self.parent[a] != a:
-            self.parent[a] = self.parent[self.parent[a]]
-            a = self.parent[a]
-        return a
-
-    def union(self, a: int, b: int) -> None:
-        a, b = self.find(a), self.find(b)
-        if a == b:
-            return
-        fa, fb = self.fixed[a], self.fixed[b]
-        if fa is not None and fb is not None and fa != fb:
-            raise _NoInstance(f"rank {fa} and rank {fb} required of one tensor")
-        self.parent[b] = a
-        self.fixed[a] = fa if fa is not None else fb
-        self.low[a] = max(self.low[a], self.low[b])
-
-    def fix(self, a: int, r: int) -> None:
-        self.union(a, self.new(fixed=r))
-
-    def at_least(self, a: int, r: int) -> None:
-        a = self.find(a)
-        self.low[a] = max(self.low[a], r)
+def _literal(tok: str, kind: str) -> Any:
+    """The Python parameter value of literal ``tok`` for an operand of ``kind``."""
+    if kind == "int":
+        return int(tok)
+    if kind == "float":
+        return float(tok)
+    if kind == "list":
+        body = tok.strip()
+        if not (body.startswith("[") and body.endswith("]")):
+            raise ValueError(f"`{tok}` is not a list literal")
+        inner = body[1:-1].strip()
+        return tuple(int(x) for x in inner.split(",")) if inner else ()
+    return tok
 
 
-class _Dims:
-    """Union-find over dimension sizes; a class is free (drawn from a hint set) or
-    derived from others (a sum, a multiple, a convolution output size, a constant)."""
-
-    def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
-        self.parent: list[int] = []
-        self.hint: list[tuple[int, ...]] = []
-        self.derive: list[tuple | None] = []
-        self.value: dict[int, int] = {}
-
-    def new(self, hint: tuple[int, ...] = _DEFAULT, derive: tuple | None = None) -> int:
-        self.parent.append(len(self.parent))
-        self.hint.append(hint)
-        self.derive.append(derive)
-        return len(self.parent) - 1
-
-    def find(self, a: int) -> int:
-        while self.parent[a] != a:
-            self.parent[a] = self.parent[self.parent[a]]
-            a = self.parent[a]
-        return a
-
-    def union(self, a: int, b: int) -> None:
-        a, b = self.find(a), self.find(b)
-        if a == b:
-            return
-        self.parent[b] = a
-        if self.derive[a] is None:
-            self.derive[a] = self.derive[b]
-        # Kernel sizes are the most constrained hint, then spatial sizes.
-        rank = {_KERNEL: 2, _SPATIAL: 1}
-        if rank.get(self.hint[b], 0) > rank.get(self.hint[a], 0):
-            self.hint[a] = self.hint[b]
-
-    def set_hint(self, a: int, hint: tuple[int, ...]) -> None:
-        self.hint[self.find(a)] = hint
-
-    def get(self, a: int, depth: int = 0) -> int:
-        a = self.find(a)
-        if a in self.value:
-            return self.value[a]
-        if depth > 64:
-            raise _NoInstance("dimension constraints are cyclic")
-        d = self.derive[a]
-        if d is None:
-            v = int(self.rng.choice(self.hint[a]))
-        elif d[0] == "const":
-            v = d[1]
-        elif d[0] == "sum":
-            v = sum(self.get(c, depth + 1) for c in d[1])
-        elif d[0] == "mul":
-            v = self.get(d[1], depth + 1) * d[2]
-        elif d[0] == "window":  # conv / pool output size
-            _, size, kernel, stride, pad = d
-            h = self.get(size, depth + 1)
-            k = kernel if isinstance(kernel, int) else self.get(kernel, depth + 1)
-            v = -(-h // stride) if pad == 0 else -(-(h - k + 1) // stride)
-        else:  # pragma: no cover - internal
-            raise AssertionError(d)
-        if v < 1:
-            raise _NoInstance(f"a dimension would be {v}")
-        self.value[a] = v
-        return v
+def _vars_in(t: Term) -> frozenset[str]:
+    if _is_var(t):
+        return frozenset([t])  # type: ignore[list-item]
+    if isinstance(t, tuple):
+        return frozenset().union(*(_vars_in(a) for a in t[1:]))
+    return frozenset()
 
 
-class _NoInstance(Exception):
-    """This attempt produced no valid instance (the message says why)."""
-
-
-# --------------------------------------------------------------------------- instances
+# --------------------------------------------------------------------------- the rule
 @dataclass
-class _Instance:
-    ints: dict[str, int]
-    syms: dict[str, str]
-    shapes: dict[str, tuple[int, ...]]
-    weights: set[str]
+class _VarInfo:
+    """Where a variable first occurs: its kind, operand name, and the application."""
+
+    name: str
+    kind: str
+    operand: str
+    app: tuple
 
 
-_ELEMENTWISE_UNARY = {"relu", "tanh", "sigmoid", "dropout"}
-_CONCATS = {"concat": 2, "concat3": 3, "concat4": 4, "concat5": 5}
+@dataclass
+class _Plan:
+    """A rule prepared for the search."""
+
+    sources: list[Term]
+    targets: list[Term]
+    order: list[str]  # variables in search order
+    info: dict[str, _VarInfo]
+    completes: list[list[Term]]  # sub-terms whose last variable is order[i]
+    ground: list[Term]  # sub-terms without variables
+    cond_step: int  # index in order after which the conditions can be evaluated; -1: none
+    positive: set[str]  # tensor variables fed positive values (a variance operand)
 
 
-def _int_choices(name: str) -> tuple[int, ...] | None:
-    if name == "act":
-        return (0, 1, 2, 3)
-    if name == "pad":
-        return (0, 1)
-    if name.startswith("stride"):
-        return (1, 2)
-    if name.startswith("kernel"):
-        return (1, 2, 3)
-    if name == "count":
-        return (1, 2)
-    return None  # axis / ndim: depend on ranks
-
-
-def _propose(
-    pairs: Sequence[tuple[Term, Term]],
-    kinds: dict[str, tuple[str, str]],
-    rng: np.random.Generator,
-) -> _Instance:
-    """Draw one candidate assignment of every variable (may still fail to type-check)."""
-    sigs = signatures()
-    ints: dict[str, int] = {}
-    syms: dict[str, str] = {}
-    for v, (kind, name) in kinds.items():
-        if kind == "pair":
-            raise _NoInstance(f"variable {v} stands for a split pair")
-        if kind == "int":
-            ch = _int_choices(name)
-            if ch is not None:
-                ints[v] = int(rng.choice(ch))
-        if kind == "sym" and name not in ("perm", "shape"):
-            raise _NoInstance(f"variable {v} stands for a `{name}` symbol")
-
-    def int_of(t: Term) -> int | None:
-        if _is_var(t):
-            return ints.get(t)  # type: ignore[arg-type]
-        try:
-            return int(t)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            return None
-
-    # ---- pass 1: ranks
-    ranks = _Ranks()
-    rank_of: dict[int, int] = {}  # id(term) -> rank node
-    var_rank: dict[str, int] = {}
-    ndim_links: list[tuple[str, int]] = []  # (ndim var, rank node)
-    axis_links: list[tuple[str, int]] = []
-    perm_links: list[tuple[str, int]] = []
-
-    def rk(t: Term) -> int:
-        if _is_var(t):
-            if t not in var_rank:
-                var_rank[t] = ranks.new()  # type: ignore[index]
-            return var_rank[t]  # type: ignore[index]
-        key = id(t)
-        if key in rank_of:
-            return rank_of[key]
-        op, args = t[0], t[1:]
-        sig = sigs[op]
-        ten = [a for (_, k), a in zip(sig, args, strict=True) if k in ("tensor", "pair")]
-        par = {n: a for (n, k), a in zip(sig, args, strict=True) if k in ("int", "sym")}
-        sub = [rk(a) for a in ten]
-        if op in ("ewadd", "ewmul") or op in _ELEMENTWISE_UNARY:
-            out = sub[0]
-            for s in sub[1:]:
-                ranks.union(out, s)
-        elif op == "matmul":
-            out = sub[0]
-            ranks.union(out, sub[1])
-            ranks.at_least(out, 2)
-        elif op in ("conv2d", "enlarge"):
-            out = sub[0]
-            ranks.union(out, sub[1])
-            ranks.fix(out, 4)
-        elif op in ("poolmax", "poolavg", "merge"):
-            out = sub[0]
-            ranks.fix(out, 4)
-        elif op == "transpose":
-            out = sub[0]
-            p = par["perm"]
-            if _is_var(p):
-                perm_links.append((p, out))  # type: ignore[arg-type]
-            else:
-                ranks.fix(out, len(parse_dims(str(p))))
-        elif op == "reshape":
-            s = par["shape"]
-            out = ranks.new(fixed=None if _is_var(s) else len(parse_dims(str(s))))
-        elif op in _CONCATS:
-            out = sub[0]
-            for s in sub[1:]:
-                ranks.union(out, s)
-            nd, ax = par["ndim"], par["axis"]
-            if _is_var(nd):
-                ndim_links.append((nd, out))  # type: ignore[arg-type]
-            else:
-                ranks.fix(out, int(nd))  # type: ignore[arg-type]
-            if _is_var(ax):
-                axis_links.append((ax, out))  # type: ignore[arg-type]
-            else:
-                ranks.at_least(out, int(ax) + 1)  # type: ignore[arg-type]
-        elif op in ("split", "split_0", "split_1"):
-            out = sub[0]
-            if op == "split":
-                ax = par["axis"]
-                if _is_var(ax):
-                    axis_links.append((ax, out))  # type: ignore[arg-type]
-                else:
-                    ranks.at_least(out, int(ax) + 1)  # type: ignore[arg-type]
-        elif op == "batchnorm":
-            out = sub[0]
-            ranks.at_least(out, 2)
-            for s in sub[1:]:
-                ranks.fix(s, 1)
-        else:  # operators without a rank rule: the analysis will judge
-            out = ranks.new()
-        rank_of[key] = out
-        return out
-
-    for s, t in pairs:
-        ranks.union(rk(s), rk(t))
-
-    rank_val: dict[int, int] = {}
-
-    def rank(node: int) -> int:
-        r = ranks.find(node)
-        if r not in rank_val:
-            f = ranks.fixed[r]
-            rank_val[r] = f if f is not None else int(rng.integers(max(ranks.low[r], 1), 4))
-        return rank_val[r]
-
-    for v, node in ndim_links:
-        ints[v] = rank(node)
-    for v, node in axis_links:
-        ints[v] = int(rng.integers(0, rank(node)))
-    for v, node in perm_links:
-        syms[v] = "_".join(str(int(i)) for i in rng.permutation(rank(node)))
-    for v, (kind, _) in kinds.items():
-        if kind == "int" and v not in ints:
-            ints[v] = int(rng.integers(0, 3))
-
-    # ---- pass 2: dimensions
-    dims = _Dims(rng)
-    # Half of the attempts make every convolution grouped (two groups), half ungrouped.
-    grouped = bool(rng.random() < 0.5)
-    var_dims: dict[str, list[int]] = {}
-    memo: dict[int, Any] = {}
-
-    def fresh(n: int) -> list[int]:
-        return [dims.new() for _ in range(n)]
-
-    def unify(a: Sequence[int], b: Sequence[int]) -> None:
-        if len(a) != len(b):
-            raise _NoInstance(f"rank {len(a)} vs {len(b)}")
-        for x, y in zip(a, b, strict=True):
-            dims.union(x, y)
-
-    def window(size: int, kernel: int | None, kclass: int | None, s: int | None, p: int | None):
-        if s is None or p is None:
-            return dims.new()
-        if s == 1 and p == 0:
-            return size
-        return dims.new(derive=("window", size, kernel if kclass is None else kclass, s, p))
-
-    def sh(t: Term) -> Any:
-        if _is_var(t):
-            if t not in var_dims:
-                var_dims[t] = fresh(rank(var_rank[t]))  # type: ignore[index]
-            return var_dims[t]  # type: ignore[index]
-        key = id(t)
-        if key in memo:
-            return memo[key]
-        op, args = t[0], t[1:]
-        sig = sigs[op]
-        ten = [a for (_, k), a in zip(sig, args, strict=True) if k in ("tensor", "pair")]
-        par = {n: a for (n, k), a in zip(sig, args, strict=True) if k in ("int", "sym")}
-        sub = [sh(a) for a in ten]
-        r = rank(rk(t)) if op not in ("split",) else None
-        if op in ("ewadd", "ewmul") or op in _ELEMENTWISE_UNARY:
-            for s in sub[1:]:
-                unify(sub[0], s)
-            out = sub[0]
-        elif op == "matmul":
-            a, b = sub
-            unify(a[:-2], b[:-2])
-            dims.union(a[-1], b[-2])
-            out = [*a[:-1], b[-1]]
-        elif op == "conv2d":
-            x, w = sub
-            sh_, sw_, pad = (int_of(par[k]) for k in ("stride_h", "stride_w", "pad"))
-            dims.set_hint(w[2], _KERNEL)
-            dims.set_hint(w[3], _KERNEL)
-            dims.set_hint(x[2], _SPATIAL)
-            dims.set_hint(x[3], _SPATIAL)
-            if not grouped:
-                dims.union(x[1], w[1])
-            else:  # a grouped convolution (two groups; O must be even)
-                dims.union(x[1], dims.new(derive=("mul", w[1], 2)))
-                dims.set_hint(w[0], (2, 4, 6))
-            out = [
-                x[0],
-                w[0],
-                window(x[2], None, w[2], sh_, pad),
-                window(x[3], None, w[3], sw_, pad),
-            ]
-        elif op in ("poolmax", "poolavg"):
-            (x,) = sub
-            kh, kw, sh_, sw_, pad = (
-                int_of(par[k]) for k in ("kernel_h", "kernel_w", "stride_h", "stride_w", "pad")
-            )
-            dims.set_hint(x[2], _SPATIAL)
-            dims.set_hint(x[3], _SPATIAL)
-            out = [x[0], x[1], window(x[2], kh, None, sh_, pad), window(x[3], kw, None, sw_, pad)]
-            if kh is not None and kh > 1 and sh_ == 1 and pad == 0:
-                pass  # SAME, stride 1: the size is kept (window() returned it)
-        elif op == "transpose":
-            (x,) = sub
-            p = syms.get(par["perm"], par["perm"])  # type: ignore[arg-type]
-            perm = parse_dims(str(p))
-            if sorted(perm) != list(range(len(x))):
-                raise _NoInstance(f"`{p}` is not a permutation of rank {len(x)}")
-            out = [x[i] for i in perm]
-        elif op == "reshape":
-            s = par["shape"]
-            if _is_var(s):
-                raise _NoInstance(f"reshape target {s} is a variable")
-            out = [dims.new(derive=("const", d)) for d in parse_dims(str(s))]
-        elif op == "enlarge":
-            w, ref = sub
-            for d in (w[2], w[3], ref[2], ref[3]):
-                dims.set_hint(d, _KERNEL)
-            out = [w[0], w[1], ref[2], ref[3]]
-        elif op in _CONCATS:
-            ax = int_of(par["axis"])
-            if ax is None or not 0 <= ax < len(sub[0]):
-                raise _NoInstance(f"concat axis {par['axis']} out of range")
-            for s in sub[1:]:
-                unify(
-                    [d for i, d in enumerate(sub[0]) if i != ax],
-                    [d for i, d in enumerate(s) if i != ax],
-                )
-            out = list(sub[0])
-            out[ax] = dims.new(derive=("sum", [s[ax] for s in sub]))
-        elif op == "split":
-            (x,) = sub
-            ax = int_of(par["axis"])
-            if ax is None or not 0 <= ax < len(x):
-                raise _NoInstance(f"split axis {par['axis']} out of range")
-            left, right = list(x), list(x)
-            inner = ten[0]
-            if isinstance(inner, list) and inner[0] in _CONCATS and int_of(inner[1]) == ax:
-                parts = [sh(a) for a in inner[3:]]
-                left[ax] = parts[0][ax]
-                right[ax] = (
-                    parts[1][ax]
-                    if len(parts) == 2
-                    else dims.new(derive=("sum", [p[ax] for p in parts[1:]]))
-                )
-            else:
-                left[ax], right[ax] = dims.new(), dims.new()
-            out = (left, right)
-        elif op in ("split_0", "split_1"):
-            pair = sub[0]
-            if not isinstance(pair, tuple):
-                raise _NoInstance(f"{op} of a non-split")
-            out = pair[0] if op == "split_0" else pair[1]
-        elif op == "merge":
-            (w,) = sub
-            c = int_of(par["count"]) or 1
-            out = [w[0], dims.new(derive=("mul", w[1], c)), w[2], w[3]]
-        elif op == "batchnorm":
-            x = sub[0]
-            for s in sub[1:]:
-                unify(s, [x[1]])
-            out = x
-        else:
-            out = fresh(r or 0)
-        memo[key] = out
-        return out
-
-    for s, t in pairs:
-        a, b = sh(s), sh(t)
-        if isinstance(a, tuple) or isinstance(b, tuple):
-            raise _NoInstance("a pattern root is a split pair")
-        unify(a, b)
-
-    shapes = {v: tuple(dims.get(d) for d in ds) for v, ds in var_dims.items()}
-    weights = {v for v in shapes if rng.random() < 0.3}
-    return _Instance(ints, syms, shapes, weights)
-
-
-def _build(terms: Sequence[Term], inst: _Instance) -> Graph:
-    """A graph whose outputs are ``terms`` under ``inst`` (leaves named after the vars)."""
-    sigs = signatures()
-    g = Graph()
-    leaf: dict[str, int] = {}
-    memo: dict[int, int] = {}
-
-    for v in sorted(inst.shapes):
-        name = v[1:]
-        if v in inst.weights:
-            leaf[v] = g.add_weight(name, inst.shapes[v])
-        else:
-            leaf[v] = g.add_input(name, inst.shapes[v])
-
-    def param(t: Term, kind: str) -> int | str:
-        if _is_var(t):
-            return inst.ints[t] if kind == "int" else inst.syms[t]  # type: ignore[index]
-        return int(t) if kind == "int" else str(t)  # type: ignore[arg-type]
-
-    def node(t: Term) -> int:
-        if _is_var(t):
-            return leaf[t]  # type: ignore[index]
-        key = id(t)
-        if key not in memo:
-            op, args = t[0], t[1:]
-            params: dict[str, int | str] = {}
-            inputs: list[int] = []
-            for (n, k), a in zip(sigs[op], args, strict=True):
-                if k in ("int", "sym"):
-                    params[n] = param(a, k)
-                else:
-                    inputs.append(node(a))
-            memo[key] = g.add_node(op, params, inputs)
-        return memo[key]
-
-    g.outputs = [node(t) for t in terms]
-    return g
-
-
-def _positive_vars(terms: Iterable[Term]) -> set[str]:
-    """Variables fed straight into a ``batchnorm`` variance (which must be positive)."""
-    out: set[str] = set()
+def _plan(ruleset: _core.RuleSet, index: int, sources: list[Term], targets: list[Term]) -> _Plan:
+    info: dict[str, _VarInfo] = {}
+    order: list[str] = []
+    subterms: list[Term] = []
+    seen_terms: set[Term] = set()
+    positive: set[str] = set()
 
     def walk(t: Term) -> None:
-        if isinstance(t, list):
-            if t[0] == "batchnorm" and len(t) == 6 and _is_var(t[5]):
-                out.add(t[5])  # type: ignore[arg-type]
-            for a in t[1:]:
-                walk(a)
+        if not isinstance(t, tuple):
+            return
+        sig = _kinds_of(t)
+        args = t[1:]
+        # Tensor operands first (bottom-up), then the parameters beside them.
+        for (name, kind), a in zip(sig, args, strict=True):
+            if kind in ("tensor", "pair"):
+                if _is_var(a):
+                    if a not in info:
+                        info[a] = _VarInfo(a, kind, name, t)  # type: ignore[index]
+                        order.append(a)  # type: ignore[arg-type]
+                    if name == "var":
+                        positive.add(a)  # type: ignore[arg-type]
+                else:
+                    walk(a)
+        for (name, kind), a in zip(sig, args, strict=True):
+            if kind not in ("tensor", "pair") and _is_var(a) and a not in info:
+                info[a] = _VarInfo(a, kind, name, t)  # type: ignore[index]
+                order.append(a)  # type: ignore[arg-type]
+        if t not in seen_terms:
+            seen_terms.add(t)
+            subterms.append(t)
 
-    for t in terms:
+    for t in [*sources, *targets]:
+        if _is_var(t):
+            if t not in info:
+                raise ValueError(f"pattern root {t} is a bare variable of unknown kind")
+            continue
         walk(t)
+    pos = {v: i for i, v in enumerate(order)}
+    completes: list[list[Term]] = [[] for _ in order]
+    ground: list[Term] = []
+    for t in subterms:
+        vs = _vars_in(t)
+        if vs:
+            completes[max(pos[v] for v in vs)].append(t)
+        else:
+            ground.append(t)
+    cond_vars = set()
+    for c in ruleset.conditions(index):
+        cond_vars.update(re.findall(r"\?[A-Za-z0-9_]+", c))
+    if ruleset.conditions(index):
+        cond_step = max((pos[v] for v in cond_vars if v in pos), default=0)
+        if not order:
+            cond_step = -1
+    else:
+        cond_step = -2
+    return _Plan(sources, targets, order, info, completes, ground, cond_step, positive)
+
+
+# --------------------------------------------------------------------------- values
+class _Tensor(NamedTuple):
+    """The value of a tensor variable: a leaf of this shape and dtype (an input, or a
+    weight when ``weight``)."""
+
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    weight: bool = False
+
+
+def _dtypes_supported() -> bool:
+    """Whether :class:`Graph` leaves can have a dtype other than float32."""
+    return "dtype" in inspect.signature(Graph.add_input).parameters
+
+
+def _add_leaf(g: Graph, name: str, val: _Tensor) -> int:
+    add = g.add_weight if val.weight else g.add_input
+    if val.dtype == "float32":
+        return add(name, val.shape)
+    return add(name, val.shape, dtype=val.dtype)  # type: ignore[call-arg]
+
+
+class _Builder:
+    """Adds pattern terms under an assignment to a graph; every node is type-checked by
+    the Rust analysis (through ``Graph.add_node``). Results, failures included, are
+    cached by (term, values of its variables)."""
+
+    def __init__(self, graph: Graph, leaf_name: Any = None) -> None:
+        self.g = graph
+        self.memo: dict[tuple, int | GraphError] = {}
+        self.leaves: dict[tuple[str, _Tensor], int] = {}
+        self.vars: dict[Term, tuple[str, ...]] = {}
+        self._leaf_name = leaf_name
+
+    def _leaf(self, var: str, val: _Tensor) -> int:
+        key = (var, val)
+        if key not in self.leaves:
+            name = self._leaf_name(var) if self._leaf_name else f"v{len(self.leaves)}"
+            self.leaves[key] = _add_leaf(self.g, name, val)
+        return self.leaves[key]
+
+    def build(self, t: Term, assign: dict[str, Any]) -> int:
+        """Node id of ``t``; raises :class:`GraphError` when it does not type-check."""
+        if _is_var(t):
+            return self._leaf(t, assign[t])  # type: ignore[arg-type,index]
+        vs = self.vars.get(t)
+        if vs is None:
+            vs = self.vars[t] = tuple(sorted(_vars_in(t)))
+        key = (t, tuple(assign[v] for v in vs))
+        hit = self.memo.get(key)
+        if hit is None:
+            try:
+                hit = self._add(t, assign)  # type: ignore[arg-type]
+            except GraphError as e:
+                hit = e
+            self.memo[key] = hit
+        if isinstance(hit, GraphError):
+            raise hit
+        return hit
+
+    def _add(self, t: tuple, assign: dict[str, Any]) -> int:
+        params: dict[str, Any] = {}
+        inputs: list[int] = []
+        for (name, kind), a in zip(_kinds_of(t), t[1:], strict=True):
+            if kind in ("tensor", "pair"):
+                inputs.append(self.build(a, assign))
+            elif _is_var(a):
+                params[name] = assign[a]  # type: ignore[index]
+            else:
+                params[name] = _literal(a, kind)  # type: ignore[arg-type]
+        return self.g.add_node(t[0], params, inputs)
+
+
+def _short(msg: str) -> str:
+    """A rejection message without the node name, so equal causes group together."""
+    if msg.startswith("node '") and "': " in msg:
+        return msg.split("': ", 1)[1]
+    return msg
+
+
+class _OutOfBudget(Exception):
+    """The search spent its budget."""
+
+
+class _Search:
+    """Randomized backtracking search for valid instances of one rule."""
+
+    def __init__(
+        self,
+        plan: _Plan,
+        ruleset: _core.RuleSet,
+        index: int,
+        rng: np.random.Generator,
+        budget: int,
+    ) -> None:
+        self.plan = plan
+        self.ruleset = ruleset
+        self.index = index
+        self.r = random.Random(int(rng.integers(2**63)))
+        self.budget = budget
+        self.steps = 0
+        self.builder = _Builder(Graph())
+        self.rejections: Counter[str] = Counter()
+        self.learned: dict[str, Any] = {}  # var -> value of the last valid instance
+        self.mixed_dtypes = False
+        self.dtypes_ok = _dtypes_supported()
+        # Per-instance state.
+        self.assign: dict[str, Any] = {}
+        self.shapes: list[tuple[int, ...]] = []  # shapes seen in this instance
+        self.fresh: tuple[int, ...] = ()
+        self.restart_left = 0
+        self.base_rank = 2
+        self.replay: dict[str, _Tensor] = {}
+        self.seen: set[tuple] = set()  # signatures of the instances found
+        self.p_copy = 0.3
+        self.p_edit = 0.4
+
+    # ---------------------------------------------------------------- driving
+    def find(self) -> dict[str, Any] | None:
+        """One valid assignment (a new random one each call), or None when the budget is
+        spent."""
+        if self.plan.ground:
+            try:
+                for t in self.plan.ground:
+                    self.builder.build(t, {})
+            except GraphError as e:
+                self.rejections[_short(str(e))] += 1
+                return None
+        while self.steps < self.budget:
+            # Float32 first; after half the budget without any instance, other dtypes too.
+            self.mixed_dtypes = (
+                self.dtypes_ok and not self.learned and self.steps >= self.budget // 2
+            )
+            self.assign = {}
+            self.shapes = []
+            self.fresh = tuple(self.r.sample(_FRESH_DIMS, 3))
+            self.restart_left = _RESTART_STEPS
+            # Most random candidates of one restart share a rank (rules are often
+            # rank-homogeneous); the rank a variable had in the last instance is preferred.
+            self.base_rank = self.r.choices(_RANKS, _RANK_WEIGHTS)[0]
+            self.replay = self._replay() if self.r.random() < 0.5 else {}
+            # Each restart mixes copies, edits and random shapes in its own proportions,
+            # so instances differ in which dimensions relate, not only in their sizes.
+            self.p_copy = self.r.uniform(0.1, 0.5)
+            self.p_edit = self.r.uniform(0.3, 0.9 - self.p_copy)
+            try:
+                if self._dfs(0):
+                    found = dict(self.assign)
+                    self.learned = found
+                    return found
+            except _OutOfBudget:
+                continue
+            if not self.plan.order:
+                return None  # nothing to vary: the one candidate failed
+        return None
+
+    def _replay(self) -> dict[str, _Tensor]:
+        """The last instance's tensors with their dimensions renamed at random (equal
+        dimensions stay equal): tried first, so later instances are cheap to find while
+        still varying in size."""
+        dims = sorted({d for v in self.learned.values() if isinstance(v, _Tensor) for d in v.shape})
+        rename = {d: d if self.r.random() < 0.3 else self.r.choice(_FRESH_DIMS) for d in dims}
+        return {
+            var: _Tensor(tuple(rename[d] for d in v.shape), v.dtype, self.r.random() < 0.3)
+            for var, v in self.learned.items()
+            if isinstance(v, _Tensor)
+        }
+
+    def _dfs(self, i: int) -> bool:
+        plan = self.plan
+        if i == len(plan.order):
+            if plan.cond_step == -1 and not self._conditions_hold():
+                self.rejections["the rule's conditions do not hold"] += 1
+                return False
+            # Prefer instances whose pattern of equal dimensions is new: a repeat is
+            # accepted with probability 0.5 only, so the search moves on to neighbours.
+            sig = _signature(self.assign)
+            if sig in self.seen and self.r.random() < 0.5:
+                return False
+            self.seen.add(sig)
+            return True
+        var = plan.order[i]
+        for cand in self._candidates(var):
+            if self.steps >= self.budget or self.restart_left <= 0:
+                raise _OutOfBudget
+            self.steps += 1
+            self.restart_left -= 1
+            self.assign[var] = cand
+            mark = len(self.shapes)
+            if self._complete(i) and self._dfs(i + 1):
+                return True
+            del self.assign[var]
+            del self.shapes[mark:]
+        return False
+
+    def _complete(self, i: int) -> bool:
+        """Type-check the sub-terms variable ``i`` completes; conditions when due."""
+        val = self.assign[self.plan.order[i]]
+        if isinstance(val, _Tensor):
+            self.shapes.append(val.shape)
+        for t in self.plan.completes[i]:
+            try:
+                nid = self.builder.build(t, self.assign)
+            except GraphError as e:
+                self.rejections[_short(str(e))] += 1
+                return False
+            ty = self.builder.g.nodes[nid].type
+            for part in ty if isinstance(ty, tuple) else (ty,):
+                self.shapes.append(part.shape)
+        if i == self.plan.cond_step and not self._conditions_hold():
+            self.rejections["the rule's conditions do not hold"] += 1
+            return False
+        return True
+
+    def _conditions_hold(self) -> bool:
+        return bool(self.ruleset.check_conditions(self.index, _bindings(self.assign)))
+
+    # ---------------------------------------------------------------- candidates
+    def _candidates(self, var: str) -> Iterator[Any]:
+        info = self.plan.info[var]
+        if info.kind == "tensor":
+            return self._tensor_candidates(var)
+        if info.kind == "int":
+            return iter(self._int_candidates(info))
+        if info.kind == "float":
+            return iter(self._shuffled(_float_domain(info.operand)))
+        if info.kind == "list":
+            return iter(self._list_candidates(info))
+        if info.kind == "sym":
+            return iter(self._sym_candidates(info))
+        raise AssertionError(f"unplanned kind {info.kind}")  # pragma: no cover
+
+    def _shuffled(self, xs: Iterable[Any]) -> list[Any]:
+        out = list(xs)
+        self.r.shuffle(out)
+        return out
+
+    def _dims(self) -> list[int]:
+        ds = set(self.fresh)
+        for s in self.shapes:
+            ds.update(s)
+        return sorted(ds)
+
+    def _tensor_candidates(self, var: str) -> Iterator[_Tensor]:
+        """Up to :data:`_TENSOR_CANDIDATES` distinct shapes, drawn lazily: a shape
+        already in the instance, an edit of one, or a random shape over the instance's
+        dimensions (rank: the variable's last one, this restart's, or random)."""
+        r = self.r
+        dims = self._dims()
+        pool = list(dict.fromkeys(self.shapes))
+        prev = self.learned.get(var)
+        prev_rank = len(prev.shape) if isinstance(prev, _Tensor) else None
+        seen: set[tuple[int, ...]] = set()
+        first = self.replay.get(var)
+        if first is not None:
+            seen.add(first.shape)
+            yield first
+        for _ in range(6 * _TENSOR_CANDIDATES):
+            if len(seen) >= _TENSOR_CANDIDATES:
+                return
+            u = r.random()
+            if pool and u < self.p_copy:
+                s = r.choice(pool)
+            elif pool and u < self.p_copy + self.p_edit:
+                s = self._mutate(r.choice(pool), dims)
+            else:
+                v = r.random()
+                if prev_rank is not None and v < 0.6:
+                    k = prev_rank
+                elif v < 0.7:
+                    k = self.base_rank
+                else:
+                    k = r.choices(_RANKS, _RANK_WEIGHTS)[0]
+                s = tuple(r.choice(dims) for _ in range(k))
+            if s in seen or prod(s) > _MAX_NUMEL:
+                continue
+            seen.add(s)
+            yield _Tensor(s, self._dtype_for(var), r.random() < 0.3)
+
+    def _dtype_for(self, var: str) -> str:
+        """float32, unless the last instance gave ``var`` another dtype or the search
+        has found nothing in float32 for half its budget."""
+        prev = self.learned.get(var)
+        if isinstance(prev, _Tensor):
+            return prev.dtype
+        if self.mixed_dtypes and self.r.random() < 0.5:
+            return self.r.choice(_ALL_DTYPES)
+        return "float32"
+
+    def _mutate(self, shape: tuple[int, ...], dims: list[int]) -> tuple[int, ...]:
+        """``shape`` with a random edit: a dimension changed, divided by one of its
+        divisors or multiplied by 2, dropped or inserted, or two swapped."""
+        r = self.r
+        s = list(shape)
+        u = r.random()
+        if s and u < 0.25:
+            s[r.randrange(len(s))] = r.choice(dims)
+        elif s and u < 0.6:
+            k = r.randrange(len(s))
+            divisors = [q for q in range(2, s[k] + 1) if s[k] % q == 0]
+            s[k] = s[k] // r.choice(divisors) if divisors and r.random() < 0.6 else 2 * s[k]
+        elif s and u < 0.7:
+            del s[r.randrange(len(s))]
+        elif len(s) < 4 and u < 0.8:
+            s.insert(r.randrange(len(s) + 1), r.choice(dims))
+        elif len(s) > 1 and u < 0.9:
+            a, b = r.sample(range(len(s)), 2)
+            s[a], s[b] = s[b], s[a]
+        elif s:
+            return self._mutate(self._mutate(shape, dims), dims)
+        return tuple(s)
+
+    def _operand_shape(self, info: _VarInfo) -> tuple[int, ...] | None:
+        """Shape of the first tensor operand beside ``info``'s parameter (complete by
+        the search order), or None."""
+        for (_, kind), a in zip(_kinds_of(info.app), info.app[1:], strict=True):
+            if kind == "tensor":
+                try:
+                    ty = self.builder.g.nodes[self.builder.build(a, self.assign)].type
+                except GraphError:
+                    return None
+                return ty.shape if isinstance(ty, TensorType) else None
+        return None
+
+    def _int_candidates(self, info: _VarInfo) -> list[int]:
+        name = info.operand.lower()
+        fixed = {"act": (0, 1, 2, 3), "pad": (0, 1), "count": (1, 2), "keepdims": (0, 1)}
+        if name in fixed:
+            return self._shuffled(fixed[name])
+        if name.startswith("stride"):
+            return self._shuffled((1, 2))
+        if name.startswith("kernel"):
+            return self._shuffled((1, 2, 3))
+        shape = self._operand_shape(info)
+        rank = len(shape) if shape is not None else 4
+        if name.startswith("axis") or name == "dim":
+            return self._shuffled(range(max(rank, 1)))
+        if name == "ndim":
+            return [rank, *self._shuffled([r for r in range(5) if r != rank])]
+        return self._shuffled((0, 1, 2, 3, -1))
+
+    def _list_candidates(self, info: _VarInfo) -> list[tuple[int, ...]]:
+        r = self.r
+        name = info.operand.lower()
+        shape = self._operand_shape(info) or ()
+        rank = len(shape)
+        out: list[tuple[int, ...]] = []
+        if name == "perm":
+            out = self._shuffled(itertools.permutations(range(rank)))
+        elif name == "axes" and rank:
+            out = self._shuffled(
+                c for k in range(1, rank + 1) for c in itertools.combinations(range(rank), k)
+            )
+        elif name in ("shape", "sizes"):
+            # Shapes of the operand's element count: those already in the instance, and
+            # random factorizations of the count; then edits of the operand's shape.
+            vol = prod(shape)
+            out = self._shuffled(s for s in dict.fromkeys(self.shapes) if prod(s) == vol)
+            out += [_factorize(vol, r.randint(1, 4), r) for _ in range(4)]
+            out += [self._mutate(shape, self._dims()) for _ in range(3)]
+        elif name == "pads":
+            out = [tuple(r.randrange(3) for _ in range(2 * rank)) for _ in range(6)]
+        if name not in ("perm", "axes"):
+            # Small integer lists, as long as a list already chosen beside this one.
+            lens = [
+                len(self.assign[a])
+                for a in info.app[1:]
+                if _is_var(a) and _is_list(self.assign.get(a))
+            ]
+            for _ in range(_LIST_CANDIDATES):
+                n = r.choice(lens) if lens else r.randint(1, max(rank, 1))
+                out.append(tuple(r.randint(-1, 3) for _ in range(n)))
+        return list(dict.fromkeys(out))[: 2 * _LIST_CANDIDATES]
+
+    def _sym_candidates(self, info: _VarInfo) -> list[str]:
+        name = info.operand.lower()
+        if name in ("perm", "shape"):  # dimension-list symbols (d0_d1_...)
+            lists = self._list_candidates(info)
+            return [
+                "_".join(str(d) for d in s) for s in lists if len(s) != 1 and min(s, default=0) >= 0
+            ]
+        return self._shuffled(_sym_domain(name))
+
+
+def _sym_domain(name: str) -> tuple[str, ...]:
+    if "dtype" in name:
+        return _ALL_DTYPES
+    if name == "mode":
+        return ("constant", "reflect", "edge", "nearest", "linear")
+    return ()
+
+
+def _float_domain(name: str) -> tuple[float, ...]:
+    if "eps" in name:
+        return (1e-5, 1e-3)
+    return (-1.0, -0.5, 0.0, 0.5, 1.0, 2.0)
+
+
+def _factorize(vol: int, k: int, r: random.Random) -> tuple[int, ...]:
+    """A random ordered factorization of ``vol`` into ``k`` positive factors."""
+    out = [1] * k
+    n = vol
+    p = 2
+    while n > 1:
+        while n % p:
+            p += 1
+        out[r.randrange(k)] *= p
+        n //= p
+    return tuple(out)
+
+
+def _signature(assign: dict[str, Any]) -> tuple:
+    """The pattern of an assignment up to renaming dimensions: each tensor's dimensions
+    numbered by first occurrence (with the other values as they are)."""
+    ids: dict[int, int] = {}
+    out = []
+    for v in sorted(assign):
+        val = assign[v]
+        if isinstance(val, _Tensor):
+            out.append((tuple(ids.setdefault(d, len(ids)) for d in val.shape), val.dtype))
+        else:
+            out.append(val)
+    return tuple(out)
+
+
+def _is_list(val: Any) -> bool:
+    return isinstance(val, tuple) and not isinstance(val, _Tensor)
+
+
+def _bindings(assign: dict[str, Any]) -> dict[str, Any]:
+    """What ``RuleSet.check_conditions`` reads: tensors as (shape, constant), ints."""
+    out: dict[str, Any] = {}
+    for v, val in assign.items():
+        if isinstance(val, _Tensor):
+            out[v] = (list(val.shape), val.weight)
+        elif isinstance(val, int) and not isinstance(val, bool):
+            out[v] = val
     return out
 
 
-def _feeds(g: Graph, positive: set[str], rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """float64 feeds for every leaf: standard normal, uniform in [0.5, 1.5] for
-    batch-norm variances."""
+def _unsupported(plan: _Plan) -> str | None:
+    """Why some variable cannot be instantiated, or None."""
+    for v in plan.order:
+        info = plan.info[v]
+        if info.kind == "pair":
+            return (
+                f"variable {v} stands for a split pair (operand `{info.operand}` of "
+                f"{info.app[0]}): pairs cannot be drawn"
+            )
+        if info.kind == "sym" and info.operand.lower() not in ("perm", "shape"):
+            if not _sym_domain(info.operand.lower()):
+                return (
+                    f"no values to try for symbol parameter `{info.operand}` of {info.app[0]} ({v})"
+                )
+        if info.kind not in ("tensor", "int", "float", "list", "sym"):
+            return f"variable {v} has operand kind `{info.kind}`, which the checker cannot draw"
+    return None
+
+
+# --------------------------------------------------------------------------- evaluation
+def _build(terms: Sequence[Term], assign: dict[str, Any]) -> Graph:
+    """A graph whose outputs are ``terms`` under ``assign`` (leaves named after the vars)."""
+    b = _Builder(Graph(), leaf_name=lambda v: v[1:])
+    b.g.outputs = [b.build(t, assign) for t in terms]
+    return b.g
+
+
+def _feeds(
+    g: Graph, positive: set[str], rng: np.random.Generator, all_positive: bool = False
+) -> dict[str, np.ndarray]:
+    """Feeds for every leaf: float leaves standard normal in float64 (uniform in [0.5, 1.5]
+    for variances, or for all when ``all_positive``), integers small and non-zero,
+    booleans random."""
     feeds: dict[str, np.ndarray] = {}
     for n in g.nodes:
-        if n.op in ("input", "weight"):
-            shape = n.type.shape  # type: ignore[union-attr]
-            if "?" + n.name in positive:
-                feeds[n.name] = rng.uniform(0.5, 1.5, shape)
-            else:
-                feeds[n.name] = rng.standard_normal(shape)
+        if n.op not in ("input", "weight"):
+            continue
+        t: TensorType = n.type  # type: ignore[assignment]
+        dtype = getattr(t, "dtype", "float32")
+        if dtype == "bool":
+            feeds[n.name] = rng.random(t.shape) < 0.5
+        elif dtype.startswith("int"):
+            a = rng.integers(1, 4, t.shape) * rng.choice([-1, 1], t.shape)
+            feeds[n.name] = a.astype(dtype)
+        elif all_positive or "?" + n.name in positive:
+            feeds[n.name] = rng.uniform(0.5, 1.5, t.shape)
+        else:
+            feeds[n.name] = rng.standard_normal(t.shape)
     return feeds
 
 
 def _rel_error(a: np.ndarray, b: np.ndarray) -> float:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return float("inf")
     if a.size == 0:
         return 0.0
     fa, fb = np.isfinite(a), np.isfinite(b)
@@ -621,6 +763,21 @@ def _rel_error(a: np.ndarray, b: np.ndarray) -> float:
     if diff == 0.0:
         return 0.0
     return diff / scale if scale > 0 else float("inf")
+
+
+def _types(g: Graph) -> list[tuple[tuple[int, ...], str]]:
+    return [(t.shape, getattr(t, "dtype", "float32")) for t in g.output_types()]
+
+
+def _retyped(assign: dict[str, Any], dtype: str) -> dict[str, Any] | None:
+    """``assign`` with every float32 tensor re-typed to ``dtype`` (None if none is)."""
+    out = dict(assign)
+    changed = False
+    for v, val in assign.items():
+        if isinstance(val, _Tensor) and val.dtype == "float32":
+            out[v] = _Tensor(val.shape, dtype, val.weight)
+            changed = True
+    return out if changed else None
 
 
 # --------------------------------------------------------------------------- results
@@ -636,8 +793,8 @@ class RuleResult:
         instances: number of valid instances evaluated.
         max_rel_error: largest relative error seen over all instances and output pairs.
         reason: for FAIL, what disagreed; for UNTESTABLE, why no instance was found.
-        shapes: for FAIL, the failing instance: variable -> shape (tensors) or value
-            (integer and symbol parameters), weights marked in ``weights``.
+        shapes: for FAIL, the failing instance: variable -> shape (float32 tensors; a
+            ``{"shape", "dtype"}`` object for other dtypes) or value (parameters).
         weights: tensor variables fed as ``weight`` in the failing instance.
     """
 
@@ -681,13 +838,17 @@ class CheckReport:
         return {"tolerance": self.tolerance, "counts": self.counts, "rules": rules}
 
 
+class _Stop(Exception):
+    """The rule's verdict is decided (FAIL or UNTESTABLE already written)."""
+
+
 def check_rule(
     ruleset: _core.RuleSet,
     index: int,
     *,
     file: str = "",
     samples: int = 10,
-    attempts: int = 300,
+    attempts: int = ATTEMPTS,
     seed: int = 0,
 ) -> RuleResult:
     """Check rule ``index`` of ``ruleset`` numerically.
@@ -696,115 +857,166 @@ def check_rule(
         ruleset: the parsed rules.
         index: position of the rule in ``ruleset.describe()``.
         file: the file name to report.
-        samples: valid instances (shape assignments, each with fresh random inputs) to
+        samples: valid instances (assignments, each with fresh random inputs) to
             evaluate; PASS needs at least one and every one to agree.
-        attempts: proposals tried before giving up (UNTESTABLE).
+        attempts: search budget: candidate values assigned to variables, all samples
+            together, before giving up (UNTESTABLE when no instance was found).
         seed: base random seed (combined with the rule name, so results do not depend
             on the rule's position).
 
     Returns:
-        the :class:`RuleResult`. Never raises for a bad rule: problems become FAIL or
-        UNTESTABLE with a reason.
+        the :class:`RuleResult`: a bad rule is FAIL or UNTESTABLE with a reason.
+
+    Raises:
+        ValueError: the checker cannot read a pattern the core printed (a checker bug).
     """
-    name, src_txt, tgt_txt, line = ruleset.describe()[index]
+    return _check_rule(
+        ruleset,
+        index,
+        ruleset.describe()[index],
+        file,
+        samples=samples,
+        attempts=attempts,
+        seed=seed,
+    )
+
+
+def _check_rule(
+    ruleset: _core.RuleSet,
+    index: int,
+    described: tuple,
+    file: str,
+    *,
+    samples: int,
+    attempts: int,
+    seed: int,
+) -> RuleResult:
+    name, src_txt, tgt_txt, line = described
     res = RuleResult(name=name, file=file, line=int(line), status="UNTESTABLE")
-    try:
-        sources = [parse_pattern(s) for s in src_txt]
-        targets = [parse_pattern(t) for t in tgt_txt]
-        kinds = _var_kinds([*sources, *targets])
-    except ValueError as e:
-        res.reason = f"cannot read the patterns: {e}"
-        return res
+    sources = [parse_pattern(s) for s in src_txt]
+    targets = [parse_pattern(t) for t in tgt_txt]
     if len(sources) != len(targets):
         res.reason = f"{len(sources)} sources but {len(targets)} targets"
         return res
+    plan = _plan(ruleset, index, sources, targets)
+    why = _unsupported(plan)
+    if why:
+        res.reason = why
+        return res
     rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
-    positive = _positive_vars([*sources, *targets])
-    pairs = list(zip(sources, targets, strict=True))
-    rejections: Counter[str] = Counter()
+    search = _Search(plan, ruleset, index, rng, attempts)
     done = 0
-    for _ in range(attempts):
-        if done >= samples:
-            break
-        try:
-            inst = _propose(pairs, kinds, rng)
-        except _NoInstance as e:
-            rejections[str(e)] += 1
-            continue
-        try:
-            src = _build(sources, inst)
-            tgt = _build(targets, inst)
-        except (GraphError, KeyError) as e:
-            rejections[_short(str(e))] += 1
-            continue
-        bind: dict[str, Any] = {v: (list(s), v in inst.weights) for v, s in inst.shapes.items()}
-        bind.update({v: val for v, val in inst.ints.items()})
-        if not ruleset.check_conditions(index, bind):
-            rejections["the rule's conditions do not hold"] += 1
-            continue
-        src_types = [src.type_of(o).shape for o in src.outputs]
-        tgt_types = [tgt.type_of(o).shape for o in tgt.outputs]
-        if src_types != tgt_types:
-            rejections[f"source and target shapes differ ({src_types} vs {tgt_types})"] += 1
-            continue
-        feeds = _feeds(src, positive, rng)
+    try:
+        while done < samples:
+            assign = search.find()
+            if assign is None:
+                break
+            done += _evaluate(res, plan, assign, rng)
+            res.instances = done
+            if done == 1:  # one instance in another float dtype, where it type-checks
+                alt = _other_dtype_instance(search, plan, assign)
+                if alt is not None:
+                    done += _evaluate(res, plan, alt, rng)
+                    res.instances = done
+    except _Stop:
+        return res
+    if done:
+        res.status = "PASS"
+        return res
+    common = ", ".join(f"{msg} (x{n})" for msg, n in search.rejections.most_common(2))
+    res.reason = f"no valid instance in {search.steps} attempts: {common or 'nothing type-checks'}"
+    return res
+
+
+def _other_dtype_instance(
+    search: _Search, plan: _Plan, assign: dict[str, Any]
+) -> dict[str, Any] | None:
+    """``assign`` re-typed from float32 to float16, when both sides type-check there."""
+    if not search.dtypes_ok:
+        return None
+    alt = _retyped(assign, "float16")
+    if alt is None:
+        return None
+    try:
+        for t in [*plan.sources, *plan.targets]:
+            search.builder.build(t, alt)
+    except GraphError:
+        return None
+    return alt
+
+
+def _evaluate(
+    res: RuleResult, plan: _Plan, assign: dict[str, Any], rng: np.random.Generator
+) -> int:
+    """Evaluate one valid instance; 1 when it counts, 0 when discarded. Raises
+    :class:`_Stop` after writing a FAIL / UNTESTABLE verdict into ``res``."""
+    src = _build(plan.sources, assign)
+    tgt = _build(plan.targets, assign)
+    st, tt = _types(src), _types(tgt)
+    if st != tt:
+        _fail_with(res, assign, f"source and target types differ: {_fmt(st)} vs {_fmt(tt)}")
+        raise _Stop
+    a_out = None
+    for all_positive in (False, True):
+        feeds = _feeds(src, plan.positive, rng, all_positive)
         try:
             with np.errstate(all="ignore"):
                 a_out = run(src, feeds)
         except ValueError as e:
             res.reason = f"executor cannot run the source: {e}"
-            return res
-        if not all(np.all(np.isfinite(a)) for a in a_out):
-            rejections["the source is not finite on random inputs"] += 1
-            continue
-        try:
-            with np.errstate(all="ignore"):
-                b_out = run(tgt, feeds)
-        except ValueError as e:
-            if "unknown operator" in str(e):
-                res.reason = f"executor cannot run the target: {e}"
-                return res
-            _fail_with(res, inst, f"the target does not evaluate: {e}")
-            return res
-        done += 1
-        res.instances = done
-        for k, (a, b) in enumerate(zip(a_out, b_out, strict=True)):
-            err = _rel_error(a, b)
-            res.max_rel_error = max(res.max_rel_error, err)
-            if not err <= TOLERANCE:
-                what = f"output {k}: " if len(a_out) > 1 else ""
-                _fail_with(
-                    res,
-                    inst,
-                    f"{what}relative error {err:.3g} > {TOLERANCE:g} "
-                    f"(max |source| {float(np.max(np.abs(a), initial=0)):.3g}, "
-                    f"max |target| {float(np.max(np.abs(b), initial=0)):.3g}) "
-                    f"at output shape {list(np.shape(a))}",
-                )
-                return res
-    if done:
-        res.status = "PASS"
-        return res
-    common = ", ".join(f"{msg} (x{n})" for msg, n in rejections.most_common(2))
-    res.reason = f"no valid instance in {attempts} attempts: {common or 'nothing proposed'}"
-    return res
+            raise _Stop from None
+        if all(np.all(np.isfinite(np.asarray(a, dtype=np.float64))) for a in a_out):
+            break
+        a_out = None
+    if a_out is None:
+        return 0  # the source is not finite on random inputs: no instance
+    try:
+        with np.errstate(all="ignore"):
+            b_out = run(tgt, feeds)
+    except ValueError as e:
+        if "unknown operator" in str(e):
+            res.reason = f"executor cannot run the target: {e}"
+        else:
+            _fail_with(res, assign, f"the target does not evaluate: {e}")
+        raise _Stop from None
+    for k, (a, b) in enumerate(zip(a_out, b_out, strict=True)):
+        err = _rel_error(a, b)
+        res.max_rel_error = max(res.max_rel_error, err)
+        if not err <= TOLERANCE:
+            what = f"output {k}: " if len(a_out) > 1 else ""
+            _fail_with(
+                res,
+                assign,
+                f"{what}relative error {err:.3g} > {TOLERANCE:g} "
+                f"(max |source| {float(np.max(np.abs(a), initial=0)):.3g}, "
+                f"max |target| {float(np.max(np.abs(b), initial=0)):.3g}) "
+                f"at output shape {list(np.shape(a))}",
+            )
+            raise _Stop
+    return 1
 
 
-def _short(msg: str) -> str:
-    """A rejection message without the node name, so equal causes group together."""
-    if msg.startswith("node '") and "': " in msg:
-        return msg.split("': ", 1)[1]
-    return msg
+def _fmt(types: list[tuple[tuple[int, ...], str]]) -> str:
+    return ", ".join(f"{list(s)}" + ("" if d == "float32" else f":{d}") for s, d in types)
 
 
-def _fail_with(res: RuleResult, inst: _Instance, reason: str) -> None:
+def _fail_with(res: RuleResult, assign: dict[str, Any], reason: str) -> None:
     res.status = "FAIL"
     res.reason = reason
-    shapes: dict[str, Any] = {v: list(s) for v, s in inst.shapes.items()}
-    shapes.update(inst.ints)
-    shapes.update(inst.syms)
+    shapes: dict[str, Any] = {}
+    for v, val in assign.items():
+        if isinstance(val, _Tensor):
+            shapes[v] = (
+                list(val.shape)
+                if val.dtype == "float32"
+                else {"shape": list(val.shape), "dtype": val.dtype}
+            )
+        elif _is_list(val):
+            shapes[v] = list(val)
+        else:
+            shapes[v] = val
     res.shapes = dict(sorted(shapes.items()))
-    res.weights = sorted(inst.weights)
+    res.weights = sorted(v for v, val in assign.items() if isinstance(val, _Tensor) and val.weight)
 
 
 def check_ruleset(
@@ -812,13 +1024,13 @@ def check_ruleset(
     *,
     file: str = "",
     samples: int = 10,
-    attempts: int = 300,
+    attempts: int = ATTEMPTS,
     seed: int = 0,
 ) -> list[RuleResult]:
     """:func:`check_rule` for every rule of ``ruleset``, in file order."""
     return [
-        check_rule(ruleset, i, file=file, samples=samples, attempts=attempts, seed=seed)
-        for i in range(len(ruleset))
+        _check_rule(ruleset, i, d, file, samples=samples, attempts=attempts, seed=seed)
+        for i, d in enumerate(ruleset.describe())
     ]
 
 
@@ -833,7 +1045,7 @@ def check_files(
     files: Sequence[str | Path] = (),
     *,
     samples: int = 10,
-    attempts: int = 300,
+    attempts: int = ATTEMPTS,
     seed: int = 0,
 ) -> CheckReport:
     """Check every rule of ``files`` (default: every shipped rule file).
