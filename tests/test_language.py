@@ -28,7 +28,18 @@ KINDS = {
 #: graph inputs, initializers, the output chain).
 NO_ONNX_EXPORT = {"noop", "input", "weight"}
 #: Operators no ONNX operator imports into (TASO-internal or the exporter's frame).
-NO_ONNX_IMPORT = {"noop", "split_0", "split_1", "enlarge", "merge", "opaque", "input", "weight"}
+NO_ONNX_IMPORT = {
+    "noop",
+    "split_0",
+    "split_1",
+    "enlarge",
+    "merge",
+    "opaque",
+    "input",
+    "weight",
+    "rsqrt",  # Reciprocal(Sqrt(x)): a rule (rsqrt-is-reciprocal-sqrt) finds it
+    "scalar",  # rank-0 constants import as weights
+}
 
 
 def doc_rows(text: str) -> dict[str, tuple[str, tuple[tuple[str, str], ...], tuple | None]]:
