@@ -58,3 +58,10 @@ def test_graph_cost_equals_export_costs():
     assert sum(costs) == pytest.approx(total)
     conv_only = m.node_cost("conv2d", {"act": 2}, [(1, 4, 8, 8), (8, 4, 3, 3)], (1, 8, 8, 8))
     assert conv_only < total
+
+
+def test_zero_cost_ops_come_from_the_registry():
+    from tensat_py.cost import roofline
+
+    assert roofline.ZERO_COST_OPS >= {"input", "weight", "noop", "split", "reshape"}
+    assert "conv2d" not in roofline.ZERO_COST_OPS

@@ -1,11 +1,18 @@
 """The analytic roofline cost model (the deterministic default).
 
 An operator's time is ``max(FLOPs / peak_flops, bytes / bandwidth) + launch`` seconds:
-bound by compute or by memory traffic, plus a fixed per-kernel launch overhead. FLOPs and
-bytes per operator are listed in ``docs/cost-models.md`` (see :func:`flops_bytes`).
-Weight-only (constant) nodes are pre-computed at inference and cost 0, as do nodes that
-launch no kernel: ``input``, ``weight``, ``noop``, ``split``, ``split_0``, ``split_1`` and
-``reshape`` (a view).
+bound by compute or by memory traffic, plus a fixed per-kernel launch overhead (the
+roofline model of Williams, Waterman and Patterson, CACM 2009). FLOPs and bytes per
+operator come from the operator's declaration (``tensat_py.ops.get(op).cost(ctx)``, listed
+in ``docs/cost-models.md``); bytes count every tensor operand read once and the output
+written once, each at its own dtype's itemsize (``TensorType.itemsize``: 4 for float32, 2
+for float16/bfloat16, 8 for float64/int64, 1 for bool).
+
+Weight-only (constant) nodes are pre-computed at inference and cost 0, as do operators
+declared with ``launches_kernel=False`` (``input``, ``weight``, ``noop``, ``split``,
+``split_0``, ``split_1``, ``reshape``: see :data:`ZERO_COST_OPS`). An operator the
+registry does not know, or one declared without a cost, is an error (``ValueError`` naming
+it), never a silent 0.
 
 Device presets (FP32, dense, no tensor cores; launch overhead is an assumed typical
 CUDA kernel-launch / framework dispatch figure, not a datasheet number):
@@ -37,18 +44,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from math import prod
 from typing import Any
 
+from tensat_py import ops
 from tensat_py.graph import Graph, TensorType, operand_kinds
 
-__all__ = ["DevicePreset", "PRESETS", "RooflineCostModel", "flops_bytes", "ZERO_COST_OPS"]
+__all__ = [
+    "DevicePreset",
+    "PRESETS",
+    "RooflineCostModel",
+    "flops_bytes",
+    "op_flops_bytes",
+    "make_context",
+]
+# ``ZERO_COST_OPS`` (operators that launch no kernel) is computed from the registry on
+# first access (module ``__getattr__``), so it is not listed in ``__all__``.
 
-#: Operators that launch no kernel.
-ZERO_COST_OPS = frozenset({"input", "weight", "noop", "split", "split_0", "split_1", "reshape"})
+#: Operand kinds that are operands (tensors); every other kind is a parameter.
+_OPERAND_KINDS = frozenset({"tensor", "pair"})
+#: itemsize -> the float dtype :func:`flops_bytes` assumes for bare shapes.
+_DTYPE_OF_ITEMSIZE = {4: "float32", 2: "float16", 8: "float64", 1: "bool"}
 
-_ELEMENTWISE = frozenset({"ewadd", "ewmul", "relu", "tanh", "sigmoid"})
-_COPIES = frozenset({"concat", "concat3", "concat4", "concat5", "transpose", "enlarge", "merge"})
+
+def __getattr__(name: str) -> Any:
+    if name == "ZERO_COST_OPS":
+        #: Operators that launch no kernel (from the registry's ``launches_kernel``).
+        return frozenset(n for n, d in ops.all_ops().items() if not d.launches_kernel)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -77,50 +99,100 @@ PRESETS: dict[str, DevicePreset] = {
 }
 
 
+#: An operand as :meth:`RooflineCostModel.node_cost` takes it: a shape (of the model's
+#: default dtype), a :class:`TensorType`, a pair of them, or None (an operand of unknown
+#: type, e.g. a split pair given by shape: skipped, as it moves no bytes here).
+Operand = Sequence[int] | TensorType | tuple[TensorType, TensorType] | None
+
+
+def _as_type(x: Any, dtype: str) -> TensorType | tuple[TensorType, TensorType] | None:
+    if x is None or isinstance(x, TensorType):
+        return x
+    if isinstance(x, tuple) and len(x) == 2 and all(isinstance(p, TensorType) for p in x):
+        return (x[0], x[1])
+    return TensorType(tuple(int(d) for d in x), dtype)
+
+
+def make_context(
+    op: str,
+    params: Mapping[str, Any],
+    inputs: Sequence[Operand],
+    output: Operand,
+    constant: bool = False,
+    dtype: str = "float32",
+) -> ops.OpContext:
+    """An :class:`~tensat_py.ops.OpContext` from shapes or types.
+
+    Args:
+        op: operator name.
+        params: its parameters by operand name.
+        inputs: its tensor operands in signature order (see :data:`Operand`; None entries
+            are dropped).
+        output: its output shape or type; None means a scalar (shape ``()``).
+        constant: whether every leaf below is a weight.
+        dtype: the dtype of operands given as bare shapes.
+    """
+    ins = [t for t in (_as_type(x, dtype) for x in inputs) if t is not None]
+    out = _as_type(output, dtype)
+    if out is None:
+        out = TensorType((), dtype)
+    return ops.OpContext(op=op, params=dict(params), inputs=ins, output=out, constant=constant)
+
+
+def _opdef(op: str) -> ops.OpDef:
+    try:
+        d = ops.get(op)
+    except KeyError:
+        raise ValueError(
+            f"roofline: operator `{op}` has no cost (no Python declaration in tensat_py.ops)"
+        ) from None
+    if d.cost is None:
+        raise ValueError(f"roofline: operator `{op}` ({d.dialect} dialect) declares no cost")
+    return d
+
+
+def op_flops_bytes(ctx: ops.OpContext) -> tuple[float, float]:
+    """FLOPs and bytes moved by one operator application (``ops.get(op).cost(ctx)``).
+
+    Operators that launch no kernel give ``(0.0, 0.0)``.
+
+    Raises:
+        ValueError: the operator is unknown or declares no cost (message names it).
+    """
+    d = _opdef(ctx.op)
+    if not d.launches_kernel:
+        return 0.0, 0.0
+    flops, nbytes = d.cost(ctx)
+    return float(flops), float(nbytes)
+
+
 def flops_bytes(
     op: str,
     params: Mapping[str, Any],
-    input_shapes: Sequence[Sequence[int] | None],
-    output_shape: Sequence[int] | None,
+    input_shapes: Sequence[Operand],
+    output_shape: Operand,
     itemsize: int = 4,
 ) -> tuple[float, float]:
     """FLOPs and bytes moved by one operator (see ``docs/cost-models.md``).
 
     Args:
         op: operator name.
-        params: its integer / symbol parameters by name.
-        input_shapes: shapes of its tensor operands in signature order.
-        output_shape: its output shape.
-        itemsize: bytes per element (4 for float32).
+        params: its parameters by name.
+        input_shapes: shapes (or types) of its tensor operands in signature order.
+        output_shape: its output shape (or type).
+        itemsize: bytes per element of operands given as bare shapes (4: float32; 2:
+            float16; 8: float64; 1: bool).
 
     Bytes are every operand read once plus the output written once.
+
+    Raises:
+        ValueError: unknown operator, or one without a cost; an unsupported ``itemsize``.
     """
-    if op in ZERO_COST_OPS:
-        return 0.0, 0.0
-    ins = [tuple(s) for s in input_shapes if s is not None]
-    out = tuple(output_shape or ())
-    n_out = prod(out) if out else 1
-    nbytes = float(itemsize * (sum(prod(s) for s in ins) + n_out))
-    act_flops = n_out if int(params.get("act", 0) or 0) else 0
-    if op == "conv2d":
-        w = ins[1]
-        flops = 2.0 * n_out * w[1] * w[2] * w[3] + act_flops
-    elif op == "matmul":
-        k = ins[0][-1]
-        flops = 2.0 * n_out * k + act_flops
-    elif op in ("poolmax", "poolavg"):
-        flops = float(n_out * int(params["kernel_h"]) * int(params["kernel_w"]) + act_flops)
-    elif op in _ELEMENTWISE:
-        flops = float(n_out)
-    elif op == "batchnorm":
-        flops = 2.0 * n_out  # x * a + b with a, b folded from the constant parameters
-    elif op == "opaque":
-        flops = float(n_out)
-    elif op in _COPIES or op == "dropout":
-        flops = 0.0
-    else:
-        raise ValueError(f"roofline: no cost formula for operator `{op}`")
-    return flops, nbytes
+    try:
+        dtype = _DTYPE_OF_ITEMSIZE[int(itemsize)]
+    except KeyError:
+        raise ValueError(f"flops_bytes: no dtype has itemsize {itemsize}") from None
+    return op_flops_bytes(make_context(op, params, input_shapes, output_shape, dtype=dtype))
 
 
 class RooflineCostModel:
@@ -151,66 +223,134 @@ class RooflineCostModel:
     def __repr__(self) -> str:
         return f"RooflineCostModel(device={self.device!r})"
 
+    def cost(self, ctx: ops.OpContext) -> float:
+        """Seconds for one operator application: ``max(FLOPs/peak, bytes/bandwidth) +
+        launch``; 0 for constant nodes and operators that launch no kernel.
+
+        Raises:
+            ValueError: the operator is unknown or declares no cost (message names it).
+        """
+        d = _opdef(ctx.op)
+        if ctx.constant or not d.launches_kernel:
+            return 0.0
+        flops, nbytes = d.cost(ctx)
+        p = self.preset
+        return max(flops / p.peak_flops, nbytes / p.bandwidth) + p.launch
+
     def node_cost(
         self,
         op: str,
         params: Mapping[str, Any],
-        input_shapes: Sequence[Sequence[int] | None],
-        output_shape: Sequence[int] | None,
+        input_shapes: Sequence[Operand],
+        output_shape: Operand,
         constant: bool = False,
     ) -> float:
-        """Seconds for one operator: ``max(FLOPs/peak, bytes/bandwidth) + launch``.
+        """Seconds for one operator (see :meth:`cost`); operands and output are shapes
+        (float32) or :class:`TensorType` values.
 
-        Constant (weight-only) nodes and :data:`ZERO_COST_OPS` cost 0.
+        Raises:
+            ValueError: the operator is unknown or declares no cost.
         """
-        if constant or op in ZERO_COST_OPS:
-            return 0.0
-        flops, nbytes = flops_bytes(op, params, input_shapes, output_shape)
-        p = self.preset
-        return max(flops / p.peak_flops, nbytes / p.bandwidth) + p.launch
+        return self.cost(make_context(op, params, input_shapes, output_shape, constant))
 
     def graph_cost(self, graph: Graph) -> float:
-        """Sum of :meth:`node_cost` over the nodes some output depends on (seconds)."""
+        """Sum of :meth:`cost` over the nodes some output depends on (seconds).
+
+        Raises:
+            ValueError: a node's operator is unknown or declares no cost.
+        """
         keep = graph.live()
         total = 0.0
         for nid, node in enumerate(graph.nodes):
             if not keep[nid]:
                 continue
-            shapes = []
-            for i in node.inputs:
-                t = graph.nodes[i].type
-                shapes.append(t.shape if isinstance(t, TensorType) else None)
-            out = node.type.shape if isinstance(node.type, TensorType) else None
-            total += self.node_cost(node.op, node.params, shapes, out, node.constant)
+            ctx = ops.OpContext(
+                op=node.op,
+                params=node.params,
+                inputs=[graph.nodes[i].type for i in node.inputs],
+                output=node.type,
+                constant=node.constant,
+                graph=graph,
+                name=node.name,
+            )
+            total += self.cost(ctx)
         return total
 
     def costs_for_export(self, export: Mapping[str, Any]) -> list[float]:
         """Each exported e-node's cost (seconds), indexed like ``export["node_op"]``.
 
-        Parameters come from leaf classes' values, operand shapes from child classes,
-        the output shape and constant flag from the node's own class. Leaves cost 0.
+        Parameters (children of any kind but ``tensor``/``pair``: ``int``, ``float``,
+        ``list``, ``sym``) come from leaf classes' values; operand types from child
+        classes' ``shape``/``dtype`` (``shapes`` for a pair); the output type and constant
+        flag from the node's own class. Leaves (e-nodes without children) cost 0.
+
+        Raises:
+            ValueError: an operator that is unknown or declares no cost, or a node whose
+                class or operand class is not a well-typed tensor/pair (names both).
         """
         classes = export["classes"]
         costs: list[float] = []
         for op, cls, children in zip(
             export["node_op"], export["node_eclass"], export["node_children"], strict=True
         ):
+            if not children:
+                costs.append(0.0)  # a parameter leaf
+                continue
             try:
                 kinds = operand_kinds(op, len(children))
             except KeyError:
-                kinds = ()
-            if not children or not kinds:
-                costs.append(0.0)
-                continue
+                _opdef(op)  # raises naming the operator
+                raise
+            if len(kinds) != len(children):
+                raise ValueError(
+                    f"roofline: e-node `{op}` in class {cls} has {len(children)} children, "
+                    f"its signature {len(kinds)}"
+                )
             params: dict[str, Any] = {}
-            shapes: list[Sequence[int] | None] = []
+            inputs: list[TensorType | tuple[TensorType, TensorType]] = []
             for (pname, kind), cc in zip(kinds, children, strict=True):
-                if kind in ("int", "sym"):
-                    params[pname] = classes[cc].get("value")
+                if kind in _OPERAND_KINDS:
+                    t = _class_type(classes[cc], cc, op)
+                    if t is not None:
+                        inputs.append(t)
                 else:
-                    shapes.append(classes[cc].get("shape"))
+                    params[pname] = _param_value(classes[cc].get("value"), kind)
             c = classes[cls]
-            costs.append(
-                self.node_cost(op, params, shapes, c.get("shape"), bool(c.get("constant")))
+            ctx = ops.OpContext(
+                op=op,
+                params=params,
+                inputs=inputs,
+                output=_class_type(c, cls, op) or TensorType(()),
+                constant=bool(c.get("constant")),
             )
+            costs.append(self.cost(ctx))
         return costs
+
+
+def _param_value(v: Any, kind: str) -> Any:
+    """A leaf class's value as a Python parameter (lists become tuples)."""
+    if kind == "list" and isinstance(v, list | tuple):
+        return tuple(int(x) for x in v)
+    return v
+
+
+def _class_type(
+    c: Mapping[str, Any], cid: int, op: str
+) -> TensorType | tuple[TensorType, TensorType] | None:
+    """The type an exported class's analysis data gives."""
+    kind = c.get("kind")
+    if kind == "tensor":
+        return TensorType(tuple(int(d) for d in c["shape"]), str(c.get("dtype") or "float32"))
+    if kind == "pair":
+        if c.get("shapes") is None:
+            return None  # an export without part shapes (only split's parts read it: free)
+        dts = c.get("dtypes") or (c.get("dtype") or "float32",) * 2
+        a, b = c["shapes"]
+        return (
+            TensorType(tuple(int(d) for d in a), str(dts[0])),
+            TensorType(tuple(int(d) for d in b), str(dts[1])),
+        )
+    raise ValueError(
+        f"roofline: e-node `{op}` touches e-class {cid} of kind {kind!r} "
+        f"({c.get('value', '')}), not a well-typed tensor or pair"
+    )

@@ -83,8 +83,9 @@ class OpDef:
         dialect: ``"taso"``, ``"tensor"``, ...
         evaluate: NumPy semantics.
         cost: FLOPs and bytes moved (see ``docs/cost-models.md``).
-        to_onnx: ONNX export, or None for operators that never reach the exporter
-            (``noop``; ``split_0``/``split_1`` are handled with their ``split``).
+        to_onnx: ONNX export, or None for operators that never reach it: ``noop``, and
+            ``input``/``weight``, which the exporter writes itself (graph inputs and
+            initializers). ``split_0``/``split_1`` alias the outputs of their ``split``.
         onnx_types: ONNX operator types that import into this operator.
         launches_kernel: False for operators that compute nothing at run time (``input``,
             ``reshape``, ``split_0``...): the roofline model charges them nothing.

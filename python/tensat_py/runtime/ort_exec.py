@@ -107,9 +107,7 @@ def run(
 
     leaf_types = graph.leaf_types()
     weight_names = {graph.nodes[i].name for i in graph.weights()}
-    weights = {
-        k: _as_dtype(v, leaf_types[k].dtype) for k, v in feeds.items() if k in weight_names
-    }
+    weights = {k: _as_dtype(v, leaf_types[k].dtype) for k, v in feeds.items() if k in weight_names}
     model = to_model(graph, weights=weights, source=source, check=False)
     src = graph.meta.get("onnx") or (source.meta.get("onnx") if source is not None else None)
     leaf = src.leaf_names if src is not None else {}
