@@ -615,6 +615,13 @@ class _Search:
             out = self._shuffled(s for s in dict.fromkeys(self.shapes) if prod(s) == vol)
             out += [_factorize(vol, r.randint(1, 4), r) for _ in range(4)]
             out += [self._mutate(shape, self._dims()) for _ in range(3)]
+            # The operand's own shape (identity reshapes), and shapes it broadcasts to: a
+            # new leading axis, size-1 axes stretched.
+            own = tuple(shape)
+            out.insert(r.randrange(len(out) + 1), own)
+            dims = self._dims()
+            out.append((r.choice(dims), *own))
+            out.append(tuple(r.choice(dims) if d == 1 else d for d in own))
         elif name == "pads":
             out = [tuple(r.randrange(3) for _ in range(2 * rank)) for _ in range(6)]
         if name not in ("perm", "axes"):

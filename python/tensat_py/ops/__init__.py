@@ -55,6 +55,10 @@ class OpContext:
         graph: the graph the node belongs to, when there is one (``opaque`` payloads live
             in ``graph.meta``); None when costing an exported e-graph.
         name: the node's name (for error messages and opaque payload lookup).
+        float_dtype: the NumPy float dtype this run computes floats in, when the executor
+            runs a float graph wider than declared (``"float64"`` in verification); None
+            to compute each tensor in its own dtype. Operators without float operands
+            that make floats (``scalar``, ``cast``) produce this dtype when it is set.
     """
 
     op: str
@@ -64,6 +68,7 @@ class OpContext:
     constant: bool = False
     graph: Graph | None = None
     name: str = ""
+    float_dtype: str | None = None
 
 
 #: ``evaluate(ctx, args) -> array`` (or a pair of arrays for ``split``).

@@ -874,7 +874,9 @@ def _cast(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
     """
     x = np.asarray(args[0])
     target = np_dtype(str(ctx.params["dtype"]))
-    if _is_float(target) and _is_float(x.dtype) and ctx.inputs:
+    if ctx.float_dtype is not None and _is_float(target):
+        target = np_dtype(ctx.float_dtype)
+    elif _is_float(target) and _is_float(x.dtype) and ctx.inputs:
         declared = np_dtype(ctx.inputs[0].dtype) if ctx.inputs[0].dtype in DTYPES else x.dtype
         if x.dtype != declared and x.dtype.itemsize > target.itemsize:
             return x
@@ -896,8 +898,11 @@ def _scalar(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
     Shape ``()``; dtype the parameter; always constant. Source: ONNX ``Constant`` of a
     scalar, HLO ``constant``.
     """
+    dtype = np_dtype(str(ctx.params["dtype"]))
+    if ctx.float_dtype is not None and _is_float(dtype):
+        dtype = np_dtype(ctx.float_dtype)
     with np.errstate(all="ignore"):
-        return np.asarray(float(ctx.params["value"])).astype(np_dtype(str(ctx.params["dtype"])))
+        return np.asarray(float(ctx.params["value"])).astype(dtype)
 
 
 def _scalar_cost(ctx: OpContext) -> tuple[float, float]:

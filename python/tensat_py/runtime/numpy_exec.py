@@ -58,7 +58,12 @@ def _array_type(a: Any) -> TensorType | tuple[TensorType, TensorType]:
         return TensorType(shape)
 
 
-def node_context(node: Node, graph: Graph | None = None, args: Sequence[Any] = ()) -> ops.OpContext:
+def node_context(
+    node: Node,
+    graph: Graph | None = None,
+    args: Sequence[Any] = (),
+    float_dtype: str | None = None,
+) -> ops.OpContext:
     """The :class:`~tensat_py.ops.OpContext` of ``node``.
 
     Operand types come from ``graph`` when given (the node's operands are graph node
@@ -76,6 +81,7 @@ def node_context(node: Node, graph: Graph | None = None, args: Sequence[Any] = (
         constant=node.constant,
         graph=graph,
         name=node.name,
+        float_dtype=float_dtype,
     )
 
 
@@ -112,6 +118,15 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
             for i in node.inputs:
                 last_use[i] = nid
     pinned = set(graph.outputs)
+    # A float graph fed float64 (verification) computes every float in float64: constants
+    # and casts made inside the graph follow (OpContext.float_dtype).
+    leaf_types = graph.leaf_types()
+    wide = any(
+        np.asarray(v).dtype == np.float64
+        for k, v in feeds.items()
+        if k in leaf_types and leaf_types[k].dtype != "float64"
+    )
+    float_dtype = "float64" if wide else None
     vals: dict[int, Any] = {}
     for nid, node in enumerate(graph.nodes):
         if not keep[nid]:
@@ -126,7 +141,7 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
             vals[nid] = a
         else:
             opdef = ops.get(node.op)
-            ctx = node_context(node, graph)
+            ctx = node_context(node, graph, float_dtype=float_dtype)
             try:
                 vals[nid] = opdef.evaluate(ctx, [vals[i] for i in node.inputs])
             except ValueError as e:
