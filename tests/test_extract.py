@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from tensat_py.egraph import ExtractionProblem, load_json
 from tensat_py.extract import extract
-from tensat_py.extract.greedy import greedy_dag, greedy_tree, native_available
 from tensat_py.extract.ilp import prune
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
@@ -172,13 +171,24 @@ def test_random_small_against_brute_force() -> None:
             assert r.cost <= dag.cost + 1e-12
 
 
-@pytest.mark.skipif(not native_available(), reason="tensat_py._core lacks greedy_tree/greedy_dag")
-def test_native_matches_python_mirror() -> None:
-    rng = random.Random(3)
-    for _ in range(100):
-        p = random_problem(rng, rng.randint(2, 9))
-        assert greedy_tree(p, native=True) == greedy_tree(p, native=False)
-        assert greedy_dag(p, native=True) == greedy_dag(p, native=False)
+def test_dag_cost_pays_a_shared_node_once() -> None:
+    # SHARED: r(A, B) with a1(X), b1(X): X is paid once (3 + 1 + 1 + 0).
+    assert SHARED.dag_cost({0: 0, 1: 1, 2: 3, 3: 5}) == 5.0
+    assert SHARED.dag_cost({1: 2, 2: 4, 3: 5}) == 6.0
+    # Classes not reached from the root do not count.
+    assert SHARED.dag_cost({0: 0, 1: 2, 2: 4, 3: 5}) == 6.0
+
+
+def test_dag_cost_is_infinite_when_a_reached_class_has_no_choice() -> None:
+    assert math.isinf(SHARED.dag_cost({1: 1, 2: 4, 3: 5}))
+    assert math.isinf(SHARED.dag_cost({}))
+
+
+def test_dag_cost_rejects_ids_out_of_range() -> None:
+    with pytest.raises(ValueError, match="class 9"):
+        SHARED.dag_cost({9: 0})
+    with pytest.raises(ValueError, match="class 3: 17 is not a node id"):
+        SHARED.dag_cost({3: 17})
 
 
 def data_file(name: str) -> Path:

@@ -6,8 +6,10 @@ indices ``0..num_classes-1``, e-nodes are ``0..n-1``; node ``i`` belongs to clas
 ``node_cost[i]`` (seconds for Tensat's cost models; any non-negative unit works). Nodes in
 ``forbidden`` (Tensat's cycle filter list) may never be chosen.
 
-A *choice* maps a class to the node picked for it. The helpers here compute a choice's DAG
-cost (every distinct chosen node reachable from the roots paid once) and find cycles in it.
+A *choice* maps a class to the node picked for it. The helpers here find cycles in a choice
+and check it; its DAG cost (every distinct chosen node reachable from the roots paid once)
+is computed by ``rust/src/extract.rs`` (``tensat_py._core.dag_cost``), the one place that
+defines it for the greedy extractors, the ILP and the statistics alike.
 
 The JSON format is egraph-serialize's (as used by extraction-gym)::
 
@@ -29,6 +31,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tensat_py import _core
 
 __all__ = ["ExtractionProblem", "load_json", "save_json"]
 
@@ -184,22 +188,31 @@ class ExtractionProblem:
     def dag_cost(self, choices: dict[int, int]) -> float:
         """DAG cost of a choice: each distinct chosen node reachable from the roots once.
 
-        Returns ``math.inf`` when a reached class has no choice.
+        Computed in Rust (``tensat_py._core.dag_cost``, ``rust/src/extract.rs``).
+
+        Args:
+            choices: class -> chosen node.
+
+        Returns:
+            the summed cost (the problem's unit, seconds for Tensat's cost models);
+            ``math.inf`` when a class reached from the roots has no choice.
+
+        Raises:
+            ValueError: on a malformed problem, or a class or node id out of range.
         """
-        seen: set[int] = set()
-        stack = list(self.roots)
-        total = 0.0
-        while stack:
-            c = stack.pop()
-            if c in seen:
-                continue
-            seen.add(c)
-            node = choices.get(c)
-            if node is None:
-                return math.inf
-            total += self.node_cost[node]
-            stack.extend(self.node_children[node])
-        return total
+        raw = [-1] * self.num_classes
+        for c, node in choices.items():
+            if not 0 <= c < self.num_classes:
+                raise ValueError(f"choice for class {c}: no such class ({self.num_classes})")
+            raw[c] = node
+        return _core.dag_cost(
+            self.node_eclass,
+            self.node_children,
+            self.node_cost,
+            self.num_classes,
+            self.roots,
+            raw,
+        )
 
     def find_cycle(self, choices: dict[int, int]) -> list[int] | None:
         """A cycle of classes in the chosen graph reachable from the roots, or ``None``.

@@ -8,10 +8,19 @@
 //!   so the application is skipped;
 //! * **DFS post-processing** ([`filter_cycles`]) after each iteration's rebuild: every cycle
 //!   still present gets its newest e-node put on the *filter list*, which extraction excludes
-//!   (the ILP sets `x_i = 0` for it) and cycle detection ignores.
+//!   (the ILP sets `x_i = 0` for it) and cycle detection ignores. The newest e-node is taken
+//!   among those whose e-class keeps another unfiltered e-node, so that filtering never
+//!   leaves an e-class without a choice while the cycle offers another way to break it.
 //!
 //! The *vanilla* filter instead checks reachability on the current e-graph before every
 //! application ([`reaches`]), which is exact but slow.
+//!
+//! A rewrite whose target is an existing e-class *below* the matched one (a *shrinking*
+//! rule: `(relu (relu ?x)) => (relu ?x)`, `(dropout ?x) => ?x`) is not refused: the union
+//! makes the matched e-class's old e-nodes that lead down to the target self-loops or
+//! cycles. Before the union those e-nodes ([`nodes_reaching`]) go on the filter list; the
+//! target's own e-nodes reach nothing above them, so the merged e-class keeps an acyclic
+//! choice and the smaller program stays extractable.
 //!
 //! ```
 //! use _core::{analysis::TensorAnalysis, cycles::FilterList, lang::Mdl};
@@ -69,6 +78,13 @@ impl FilterList {
         self.filtered.contains(n)
     }
 
+    /// Put the e-node `n` on the filter list (canonicalised in `egraph` first, as
+    /// [`FilterList::contains`] expects). Returns whether it was not there yet.
+    pub fn insert(&mut self, egraph: &EG, n: &Mdl) -> bool {
+        self.filtered
+            .insert(n.clone().map_children(|c| egraph.find(c)))
+    }
+
     /// Number of filtered e-nodes.
     pub fn len(&self) -> usize {
         self.filtered.len()
@@ -81,6 +97,15 @@ impl FilterList {
 
     fn newest<'a>(&self, nodes: impl Iterator<Item = &'a Mdl>) -> Option<&'a Mdl> {
         nodes.max_by_key(|n| self.birth.get(*n).copied().unwrap_or(u64::MAX))
+    }
+
+    /// Number of e-nodes of `class` not on the filter list (the e-graph must be rebuilt).
+    fn unfiltered_in(&self, egraph: &EG, class: Id) -> usize {
+        egraph[class]
+            .nodes
+            .iter()
+            .filter(|n| !self.contains(n))
+            .count()
     }
 }
 
@@ -194,9 +219,79 @@ pub fn reaches(egraph: &EG, filter: &FilterList, from: Id, to: Id) -> bool {
     false
 }
 
+/// The unfiltered e-nodes of e-class `class` whose children reach e-class `target` through
+/// unfiltered e-nodes, canonical in the current e-graph (which need not be rebuilt).
+///
+/// These are the e-nodes that a union of `class` with `target` turns into self-loops or
+/// cycles (Tensat, MLSys 2021, section 5.2: such e-nodes can never be extracted). Exact:
+/// one forward search of the e-classes below `class` and one backward search from `target`
+/// within them, linear in the size of that sub-graph. Empty when `target` is not below
+/// `class`.
+///
+/// ```
+/// use _core::{analysis::TensorAnalysis, cycles::{nodes_reaching, FilterList}, lang::Mdl};
+/// let mut eg: egg::EGraph<Mdl, TensorAnalysis> = Default::default();
+/// let x = eg.add_expr(&"(relu (input x@2))".parse().unwrap());
+/// let top = eg.add_expr(&"(relu (relu (input x@2)))".parse().unwrap());
+/// eg.rebuild();
+/// let found = nodes_reaching(&eg, &FilterList::default(), top, x);
+/// assert_eq!(found, vec![Mdl::Relu(x)]);
+/// assert!(nodes_reaching(&eg, &FilterList::default(), x, top).is_empty());
+/// ```
+pub fn nodes_reaching(egraph: &EG, filter: &FilterList, class: Id, target: Id) -> Vec<Mdl> {
+    let canon = |n: &Mdl| n.clone().map_children(|c| egraph.find(c));
+    let (class, target) = (egraph.find(class), egraph.find(target));
+    // Forward: every e-class below `class`, with the reversed edges between them.
+    let mut up_edges: FxHashMap<Id, Vec<Id>> = FxHashMap::default();
+    let mut seen: FxHashSet<Id> = FxHashSet::default();
+    let mut stack = vec![class];
+    seen.insert(class);
+    while let Some(c) = stack.pop() {
+        for node in &egraph[c].nodes {
+            let node = canon(node);
+            if filter.contains(&node) {
+                continue;
+            }
+            for &ch in node.children() {
+                up_edges.entry(ch).or_default().push(c);
+                if seen.insert(ch) {
+                    stack.push(ch);
+                }
+            }
+        }
+    }
+    if !seen.contains(&target) {
+        return Vec::new();
+    }
+    // Backward: the e-classes among them that reach `target`.
+    let mut reaching: FxHashSet<Id> = FxHashSet::default();
+    reaching.insert(target);
+    let mut stack = vec![target];
+    while let Some(c) = stack.pop() {
+        for &p in up_edges.get(&c).map(Vec::as_slice).unwrap_or(&[]) {
+            if reaching.insert(p) {
+                stack.push(p);
+            }
+        }
+    }
+    let mut out: Vec<Mdl> = Vec::new();
+    for node in &egraph[class].nodes {
+        let node = canon(node);
+        if !filter.contains(&node)
+            && node.children().iter().any(|ch| reaching.contains(ch))
+            && !out.contains(&node)
+        {
+            out.push(node);
+        }
+    }
+    out
+}
+
 /// DFS post-processing: while the e-graph (without filtered e-nodes) has a cycle, put the
-/// newest e-node of each cycle found on the filter list. Returns how many e-nodes were
-/// added. The e-graph must be rebuilt (canonical).
+/// newest e-node of each cycle found on the filter list, preferring e-nodes whose e-class
+/// keeps another unfiltered e-node (an e-class whose last e-node is filtered can no longer
+/// be extracted). Returns how many e-nodes were added. The e-graph must be rebuilt
+/// (canonical).
 pub fn filter_cycles(egraph: &mut EG, filter: &mut FilterList) -> usize {
     let mut added = 0;
     loop {
@@ -244,11 +339,20 @@ fn one_pass(egraph: &EG, filter: &mut FilterList) -> usize {
                 1 => {
                     // Back edge: the cycle is the stack from d to c plus this e-node.
                     let pos = frames.iter().position(|f| f.0 == d).unwrap();
-                    let on_cycle = frames[pos..]
+                    let on_cycle: Vec<(Id, &Mdl)> = frames[pos..]
                         .iter()
-                        .map(|&(fc, fni, _)| &egraph[ids[fc]].nodes[fni]);
-                    if let Some(victim) = filter.newest(on_cycle) {
-                        if filter.filtered.insert(victim.clone()) {
+                        .map(|&(fc, fni, _)| (ids[fc], &egraph[ids[fc]].nodes[fni]))
+                        .collect();
+                    let spare = on_cycle
+                        .iter()
+                        .filter(|(class, _)| filter.unfiltered_in(egraph, *class) > 1)
+                        .map(|(_, n)| *n);
+                    let victim = filter
+                        .newest(spare)
+                        .or_else(|| filter.newest(on_cycle.iter().map(|(_, n)| *n)))
+                        .cloned();
+                    if let Some(victim) = victim {
+                        if filter.filtered.insert(victim) {
                             added += 1;
                         }
                     }
@@ -283,6 +387,53 @@ mod tests {
         assert_eq!(filter.len(), 1);
         let relu = eg[x].nodes.iter().find(|n| n.is_op("relu")).unwrap();
         assert!(filter.contains(relu));
+    }
+
+    #[test]
+    fn post_processing_keeps_the_only_enode_of_a_class_when_the_cycle_offers_another() {
+        // t(t(x)) unioned with x: class M = {x, t(T1)} and T1 = {t(M)} form a cycle. The
+        // newest e-node is T1's only one; filtering it would leave T1 unbuildable, so the
+        // e-node t(T1) in M (which keeps x) must be filtered instead.
+        let mut eg: EG = Default::default();
+        let x = eg.add_expr(&"(input x@2_3)".parse().unwrap());
+        let t1 = eg.add_expr(&"(transpose (input x@2_3) 1_0)".parse().unwrap());
+        let t2 = eg.add_expr(
+            &"(transpose (transpose (input x@2_3) 1_0) 1_0)"
+                .parse()
+                .unwrap(),
+        );
+        eg.rebuild();
+        let mut filter = FilterList::default();
+        filter.record_births(&eg, 0);
+        eg.union(t2, x);
+        eg.rebuild();
+        filter.record_births(&eg, 1);
+        let perm = eg.lookup(Mdl::Var("1_0".into())).unwrap();
+        let (m, t1) = (eg.find(x), eg.find(t1));
+        let outer = Mdl::Transpose([t1, perm]); // in M
+        let inner = Mdl::Transpose([m, perm]); // T1's only e-node
+        filter.birth.insert(outer.clone(), 0);
+        filter.birth.insert(inner.clone(), u64::MAX - 1);
+        assert_eq!(filter_cycles(&mut eg, &mut filter), 1);
+        assert!(filter.contains(&outer));
+        assert!(!filter.contains(&inner));
+    }
+
+    #[test]
+    fn nodes_reaching_finds_the_enodes_leading_down_to_the_target() {
+        // top = ewadd(relu(x), y) | tanh(y): only the ewadd leads down to x.
+        let mut eg: EG = Default::default();
+        let x = eg.add_expr(&"(input x@2)".parse().unwrap());
+        let top = eg.add_expr(&"(ewadd (relu (input x@2)) (input y@2))".parse().unwrap());
+        let other = eg.add_expr(&"(tanh (input y@2))".parse().unwrap());
+        eg.union(top, other);
+        eg.rebuild();
+        let found = nodes_reaching(&eg, &FilterList::default(), top, x);
+        assert_eq!(found.len(), 1);
+        assert!(matches!(found[0], Mdl::Ewadd(_)));
+        let mut filter = FilterList::default();
+        filter.insert(&eg, &found[0]);
+        assert!(nodes_reaching(&eg, &filter, top, x).is_empty());
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! Python bindings of the greedy extractors in [`crate::extract`]:
-//! `tensat_py._core.greedy_tree(...)` and `tensat_py._core.greedy_dag(...)`.
+//! Python bindings of [`crate::extract`]: `tensat_py._core.greedy_tree(...)`,
+//! `tensat_py._core.greedy_dag(...)` and `tensat_py._core.dag_cost(...)`, the one
+//! implementation of extraction that `tensat_py.extract` and
+//! `tensat_py.egraph.ExtractionProblem.dag_cost` call.
 //!
-//! Both take `(node_eclass, node_children, node_cost, num_classes, roots, forbidden)` as
-//! plain lists (children are class indices, `forbidden` one bool per node) and return the
-//! chosen node per class, `-1` where a class is not reached from the roots. Malformed input
-//! raises `ValueError` naming the node. The GIL is released while extracting.
+//! The greedy extractors take `(node_eclass, node_children, node_cost, num_classes, roots,
+//! forbidden)` as plain lists (children are class indices, `forbidden` one bool per node) and
+//! return the chosen node per class, `-1` where a class is not reached from the roots.
+//! `dag_cost` takes the same e-graph without `forbidden`, plus a choice in that form. Malformed
+//! input raises `ValueError` naming the node. The GIL is released while extracting.
 //! The lead's module function calls [`register`].
 
 use crate::extract::{self, Problem};
@@ -84,9 +87,59 @@ pub fn greedy_dag(
     )
 }
 
-/// Adds `greedy_tree` and `greedy_dag` to the `_core` module.
+/// DAG cost of a choice (see [`extract::dag_cost`]): the summed cost of the distinct chosen
+/// nodes reachable from the roots, each paid once, in the unit of `node_cost` (seconds for
+/// Tensat's cost models). `choice` gives one entry per class, the chosen node or `-1`;
+/// the result is `inf` when a class reached from the roots has no choice.
+///
+/// Raises `ValueError` on a malformed e-graph, a `choice` of the wrong length, or an entry
+/// that is neither `-1` nor a node id.
+#[pyfunction]
+pub fn dag_cost(
+    py: Python<'_>,
+    node_eclass: Vec<usize>,
+    node_children: Vec<Vec<usize>>,
+    node_cost: Vec<f64>,
+    num_classes: usize,
+    roots: Vec<usize>,
+    choice: Vec<i64>,
+) -> PyResult<f64> {
+    let forbidden = vec![false; node_eclass.len()];
+    let p = Problem {
+        node_eclass: &node_eclass,
+        node_children: &node_children,
+        node_cost: &node_cost,
+        num_classes,
+        roots: &roots,
+        forbidden: &forbidden,
+    };
+    extract::validate(&p).map_err(PyValueError::new_err)?;
+    if choice.len() != num_classes {
+        return Err(PyValueError::new_err(format!(
+            "choice has {} entries, expected one per class ({num_classes})",
+            choice.len()
+        )));
+    }
+    let mut picked: Vec<Option<usize>> = Vec::with_capacity(num_classes);
+    for (class, &n) in choice.iter().enumerate() {
+        picked.push(match n {
+            -1 => None,
+            n if (0..node_eclass.len() as i64).contains(&n) => Some(n as usize),
+            n => {
+                return Err(PyValueError::new_err(format!(
+                    "choice for class {class}: {n} is not a node id (0..{}) or -1",
+                    node_eclass.len()
+                )))
+            }
+        });
+    }
+    Ok(py.allow_threads(|| extract::dag_cost(&p, &picked)))
+}
+
+/// Adds `greedy_tree`, `greedy_dag` and `dag_cost` to the `_core` module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(greedy_tree, m)?)?;
     m.add_function(wrap_pyfunction!(greedy_dag, m)?)?;
+    m.add_function(wrap_pyfunction!(dag_cost, m)?)?;
     Ok(())
 }

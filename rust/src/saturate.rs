@@ -8,7 +8,11 @@
 //! matches that agree on shared variables (a hash join on those variables).
 //!
 //! A target is applied only when every new e-node type-checks ([`crate::analysis::infer`])
-//! and, under cycle filtering, would not close a cycle. Exploration stops at the first of:
+//! and, under cycle filtering, no new e-node would close a cycle. A target that is an
+//! existing e-class below the matched one (a shrinking rule such as `(dropout ?x) => ?x`) is
+//! applied: the matched e-class's old e-nodes that the union makes cyclic go on the filter
+//! list first ([`cycles::nodes_reaching`]), so the smaller program stays extractable and the
+//! unfiltered e-graph acyclic. Exploration stops at the first of:
 //! saturation, the iteration limit, the e-node limit (checked while applying, so the
 //! e-graph ends within a few e-nodes of it) or the time limit (checked while searching and
 //! applying).
@@ -367,33 +371,40 @@ impl Explorer {
                 _ => return Outcome::IllTyped,
             }
         }
+        // Shrinking unions (target i is an existing e-class below the e-class source i
+        // matched): applied, with the old e-nodes they make cyclic put on the filter list.
+        let mut shrinking: Vec<(Id, Id)> = Vec::new();
         if mode != CycleFilter::None {
-            for p in &plans {
+            let below = |from: Id, to: Id| match (mode, desc) {
+                (CycleFilter::Efficient, Some(d)) => d.reaches(&self.egraph, from, to),
+                _ => cycles::reaches(&self.egraph, &self.filter, from, to),
+            };
+            for (i, p) in plans.iter().enumerate() {
                 for &child in &p.existing_children {
-                    let closes = app.classes.iter().any(|&c| match (mode, desc) {
-                        (CycleFilter::Efficient, Some(d)) => d.reaches(&self.egraph, child, c),
-                        _ => cycles::reaches(&self.egraph, &self.filter, child, c),
-                    });
-                    if closes {
+                    if app.classes.iter().any(|&c| below(child, c)) {
                         return Outcome::Cycle;
                     }
                 }
-                // A target that is an existing class below the matched one would merge a
-                // class with its own descendant.
+                // A target that is an existing class below a matched one would merge a class
+                // with its own descendant. Below its own matched class that only makes the
+                // matched class's old e-nodes on the way down cyclic (filtered below); below
+                // another source's class of a multi-pattern rule it is refused.
                 if let Slot::Existing(root) = p.slots[p.slots.len() - 1] {
-                    let closes = app.classes.iter().any(|&c| {
-                        self.egraph.find(root) != self.egraph.find(c)
-                            && match (mode, desc) {
-                                (CycleFilter::Efficient, Some(d)) => {
-                                    d.reaches(&self.egraph, c, root)
-                                }
-                                _ => cycles::reaches(&self.egraph, &self.filter, c, root),
-                            }
-                    });
-                    if closes {
-                        return Outcome::Cycle;
+                    for (j, &c) in app.classes.iter().enumerate() {
+                        if self.egraph.find(root) == self.egraph.find(c) || !below(c, root) {
+                            continue;
+                        }
+                        if j != i {
+                            return Outcome::Cycle;
+                        }
+                        shrinking.push((c, root));
                     }
                 }
+            }
+        }
+        for &(class, root) in &shrinking {
+            for n in cycles::nodes_reaching(&self.egraph, &self.filter, class, root) {
+                self.filter.insert(&self.egraph, &n);
             }
         }
         let mut changed = false;
@@ -732,6 +743,168 @@ mod tests {
             ex.egraph.total_size() < 200 + 200 / 10,
             "{}",
             ex.egraph.total_size()
+        );
+    }
+
+    /// Greedy tree and DAG extraction from the explorer's root with unit node costs,
+    /// honouring the filter list. Returns both extracted programs as s-expressions, after
+    /// checking that each choice is complete and acyclic.
+    fn extract_unit(ex: &Explorer) -> Vec<String> {
+        use crate::extract::{greedy_dag, greedy_tree, is_valid_choice, Problem};
+        let eg = &ex.egraph;
+        let ids: Vec<Id> = eg.classes().map(|c| c.id).collect();
+        let index: FxHashMap<Id, usize> = ids.iter().enumerate().map(|(i, c)| (*c, i)).collect();
+        let (mut nodes, mut eclass, mut children, mut forbidden) = (vec![], vec![], vec![], vec![]);
+        for (i, &c) in ids.iter().enumerate() {
+            for n in &eg[c].nodes {
+                forbidden.push(ex.filter.contains(n));
+                eclass.push(i);
+                children.push(n.children().iter().map(|ch| index[&eg.find(*ch)]).collect());
+                nodes.push(n.clone());
+            }
+        }
+        let cost = vec![1.0; nodes.len()];
+        let roots = [index[&eg.find(ex.root)]];
+        let p = Problem {
+            node_eclass: &eclass,
+            node_children: &children,
+            node_cost: &cost,
+            num_classes: ids.len(),
+            roots: &roots,
+            forbidden: &forbidden,
+        };
+        [greedy_tree(&p), greedy_dag(&p)]
+            .iter()
+            .map(|choice| {
+                assert!(is_valid_choice(&p, choice), "invalid choice {choice:?}");
+                let mut expr: RecExpr<Mdl> = RecExpr::default();
+                let mut built: FxHashMap<usize, Id> = FxHashMap::default();
+                fn build(
+                    c: usize,
+                    choice: &[Option<usize>],
+                    nodes: &[Mdl],
+                    index: &FxHashMap<Id, usize>,
+                    eg: &EG,
+                    expr: &mut RecExpr<Mdl>,
+                    built: &mut FxHashMap<usize, Id>,
+                ) -> Id {
+                    if let Some(id) = built.get(&c) {
+                        return *id;
+                    }
+                    let n = nodes[choice[c].expect("reached class has a choice")].clone();
+                    let n = n.map_children(|ch| {
+                        build(index[&eg.find(ch)], choice, nodes, index, eg, expr, built)
+                    });
+                    let id = expr.add(n);
+                    built.insert(c, id);
+                    id
+                }
+                build(roots[0], choice, &nodes, &index, eg, &mut expr, &mut built);
+                expr.to_string()
+            })
+            .collect()
+    }
+
+    const FILTERS: [CycleFilter; 3] = [
+        CycleFilter::Efficient,
+        CycleFilter::Vanilla,
+        CycleFilter::None,
+    ];
+
+    /// Explore `prog` with `rules` under every cycle filter; every extraction (greedy tree
+    /// and DAG) must be `want`, and under filtering the unfiltered e-graph must be acyclic.
+    fn shrinks_to(rules: &str, prog: &str, want: &str) {
+        shrinks_after(rules, prog, |_| {}, want)
+    }
+
+    /// As [`shrinks_to`], with `setup` changing the loaded e-graph before exploration.
+    fn shrinks_after(rules: &str, prog: &str, setup: impl Fn(&mut Explorer), want: &str) {
+        let rs = parse(rules, "test.rules").unwrap();
+        for mode in FILTERS {
+            let cfg = Config {
+                cycle_filter: mode,
+                ..Config::default()
+            };
+            let mut ex = Explorer::new(&prog.parse().unwrap());
+            setup(&mut ex);
+            let stats = ex.run(&rs, &cfg);
+            assert_eq!(stats.rejected_cycle, 0, "{mode:?}");
+            for got in extract_unit(&ex) {
+                assert_eq!(got, want, "{mode:?}");
+            }
+            if mode != CycleFilter::None {
+                assert_eq!(
+                    cycles::filter_cycles(&mut ex.egraph, &mut ex.filter),
+                    0,
+                    "{mode:?}: cycle left among unfiltered e-nodes"
+                );
+                assert!(!ex.filter.is_empty(), "{mode:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn relu_of_relu_rule_shrinks_triple_relu_under_every_filter() {
+        shrinks_to(
+            "relu-relu: (relu (relu ?x)) => (relu ?x)",
+            "(relu (relu (relu (input x@4_4))))",
+            "(relu (input x@4_4))",
+        );
+    }
+
+    #[test]
+    fn dropout_to_operand_rule_removes_dropout_under_every_filter() {
+        shrinks_to(
+            "dropout-id: (dropout ?x) => ?x",
+            "(tanh (dropout (relu (input x@4_4))))",
+            "(tanh (relu (input x@4_4)))",
+        );
+    }
+
+    #[test]
+    fn multiply_by_ones_rule_removes_the_product_under_every_filter() {
+        shrinks_to(
+            "mul-one: (ewmul ?x (weight one@4_4)) => ?x",
+            "(ewmul (ewmul (relu (input x@4_4)) (weight one@4_4)) (weight one@4_4))",
+            "(relu (input x@4_4))",
+        );
+    }
+
+    #[test]
+    fn transpose_pair_rule_keeps_the_inner_transpose_extractable() {
+        // Both t(x) and t(t(x)) are outputs. The union of t(t(x)) with x makes t(x)'s class
+        // and x's class a cycle; filtering t(x)'s only e-node would leave that output
+        // unbuildable, so the e-node t(t(x)) in x's class must be the one filtered.
+        shrinks_to(
+            "tt: (transpose (transpose ?x 1_0) 1_0) => ?x",
+            "(noop (transpose (input x@2_3) 1_0) (transpose (transpose (input x@2_3) 1_0) 1_0))",
+            "(noop (transpose (input x@2_3) 1_0) (input x@2_3))",
+        );
+    }
+
+    #[test]
+    fn shrinking_union_filters_the_matched_class_enode_not_a_newer_one_below() {
+        // Outputs T1 = relu(relu(relu(w))) and T2 = t(T1). Before exploring, t(x) joins T1
+        // as a newer e-node. tt unions T2 with x: M = {x, t(T1)} and T1 = {relu.., t(M)}
+        // form a cycle whose newest e-node is t(M) in T1. Filtering t(T1) in M instead keeps
+        // the cheap t(x) for T1: noop(t(x), x).
+        shrinks_after(
+            "tt: (transpose (transpose ?x 1_0) 1_0) => ?x",
+            "(noop (relu (relu (relu (input w@3_2)))) \
+                   (transpose (relu (relu (relu (input w@3_2)))) 1_0))",
+            |ex| {
+                let t1 = ex
+                    .egraph
+                    .add_expr(&"(relu (relu (relu (input w@3_2))))".parse().unwrap());
+                let tx = ex
+                    .egraph
+                    .add_expr(&"(transpose (input x@2_3) 1_0)".parse().unwrap());
+                ex.egraph.union(t1, tx);
+                ex.egraph.rebuild();
+                ex.root = ex.egraph.find(ex.root);
+                ex.filter.record_births(&ex.egraph, 99);
+            },
+            "(noop (transpose (input x@2_3) 1_0) (input x@2_3))",
         );
     }
 
