@@ -64,7 +64,7 @@ def test_transpose_pair_rule_keeps_the_inner_transpose_output(
 ) -> None:
     # t(x) and t(t(x)) are both outputs: the union of t(t(x)) with x must not cost t(x)
     # its only e-node.
-    rules = _rule_file(tmp_path, "tt: (transpose (transpose ?x 1_0) 1_0) => ?x")
+    rules = _rule_file(tmp_path, "tt: (transpose (transpose ?x [1,0]) [1,0]) => ?x")
     b = GraphBuilder()
     x = b.relu(b.input((2, 3), name="x"))
     t = b.transpose(x, (1, 0))

@@ -876,9 +876,9 @@ mod tests {
         // and x's class a cycle; filtering t(x)'s only e-node would leave that output
         // unbuildable, so the e-node t(t(x)) in x's class must be the one filtered.
         shrinks_to(
-            "tt: (transpose (transpose ?x 1_0) 1_0) => ?x",
-            "(noop (transpose (input x@2_3) 1_0) (transpose (transpose (input x@2_3) 1_0) 1_0))",
-            "(noop (transpose (input x@2_3) 1_0) (input x@2_3))",
+            "tt: (transpose (transpose ?x [1,0]) [1,0]) => ?x",
+            "(noop (transpose (input x@2_3) [1,0]) (transpose (transpose (input x@2_3) [1,0]) [1,0]))",
+            "(noop (transpose (input x@2_3) [1,0]) (input x@2_3))",
         );
     }
 
@@ -889,22 +889,22 @@ mod tests {
         // form a cycle whose newest e-node is t(M) in T1. Filtering t(T1) in M instead keeps
         // the cheap t(x) for T1: noop(t(x), x).
         shrinks_after(
-            "tt: (transpose (transpose ?x 1_0) 1_0) => ?x",
+            "tt: (transpose (transpose ?x [1,0]) [1,0]) => ?x",
             "(noop (relu (relu (relu (input w@3_2)))) \
-                   (transpose (relu (relu (relu (input w@3_2)))) 1_0))",
+                   (transpose (relu (relu (relu (input w@3_2)))) [1,0]))",
             |ex| {
                 let t1 = ex
                     .egraph
                     .add_expr(&"(relu (relu (relu (input w@3_2))))".parse().unwrap());
                 let tx = ex
                     .egraph
-                    .add_expr(&"(transpose (input x@2_3) 1_0)".parse().unwrap());
+                    .add_expr(&"(transpose (input x@2_3) [1,0])".parse().unwrap());
                 ex.egraph.union(t1, tx);
                 ex.egraph.rebuild();
                 ex.root = ex.egraph.find(ex.root);
                 ex.filter.record_births(&ex.egraph, 99);
             },
-            "(noop (transpose (input x@2_3) 1_0) (input x@2_3))",
+            "(noop (transpose (input x@2_3) [1,0]) (input x@2_3))",
         );
     }
 
