@@ -692,13 +692,16 @@ def _is_list(val: Any) -> bool:
 
 
 def _bindings(assign: dict[str, Any]) -> dict[str, Any]:
-    """What ``RuleSet.check_conditions`` reads: tensors as (shape, constant), ints."""
+    """What ``RuleSet.check_conditions`` reads: tensors as (shape, constant, dtype), ints,
+    floats, and lists of ints (Python lists)."""
     out: dict[str, Any] = {}
     for v, val in assign.items():
         if isinstance(val, _Tensor):
-            out[v] = (list(val.shape), val.weight)
-        elif isinstance(val, int) and not isinstance(val, bool):
+            out[v] = (list(val.shape), val.weight, val.dtype)
+        elif isinstance(val, int | float) and not isinstance(val, bool):
             out[v] = val
+        elif _is_list(val):
+            out[v] = [int(i) for i in val]
     return out
 
 
