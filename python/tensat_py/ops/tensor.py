@@ -297,6 +297,10 @@ def _hard_swish(x: np.ndarray) -> np.ndarray:
     return x * np.maximum(0, np.minimum(1, x / 6 + 0.5))
 
 
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0, x)
+
+
 # name -> (function on a float working array, wide, FLOP factor, ONNX op, description)
 _UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool, float, str, str]] = {
     "exp": (np.exp, False, 1, "Exp", "e ** x"),
@@ -307,6 +311,7 @@ _UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool, float, str, st
     "erf": (_erf64, True, 4, "Erf", "the error function (math.erf per element)"),
     "gelu": (_gelu64, True, 6, "Gelu", "0.5 * x * (1 + erf(x / sqrt(2))) (exact GELU)"),
     "hard_swish": (_hard_swish, False, 4, "HardSwish", "x * max(0, min(1, x / 6 + 0.5))"),
+    "softplus": (_softplus, False, 3, "Softplus", "log(1 + exp(x)), overflow-free"),
 }
 
 
@@ -1009,12 +1014,13 @@ _ONNX_UNARY = {
     "Reciprocal": "reciprocal",
     "Erf": "erf",
     "HardSwish": "hard_swish",
+    "Softplus": "softplus",
 }
 
 
 @onnx_importer(*_ONNX_UNARY)
 def _import_unary(imp: Any, node: Any) -> None:
-    """Neg/Abs/Exp/Log/Sqrt/Reciprocal/Erf/HardSwish -> the unary operator."""
+    """Neg/Abs/Exp/Log/Sqrt/Reciprocal/Erf/HardSwish/Softplus -> the unary operator."""
     imp.set_output(node, 0, imp.add(_ONNX_UNARY[node.op_type], {}, [imp.input(node, 0)]))
 
 

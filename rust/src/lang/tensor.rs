@@ -77,6 +77,7 @@ pub static DIALECT: Dialect = Dialect {
         op("erf", X, same_float, "the error function"),
         op("gelu", X, same_float, "0.5 x (1 + erf(x / sqrt 2))"),
         op("hard_swish", X, same_float, "x max(0, min(1, x / 6 + 0.5))"),
+        op("softplus", X, same_float, "log(1 + exp(x))"),
         op(
             "clip",
             &[T("x"), F("lo"), F("hi")],
@@ -644,6 +645,8 @@ mod tests {
         assert_eq!(shape("(transpose (input x@4) [0])"), vec![4]);
         assert_eq!(shape("(reshape (input x@2_3) [6])"), vec![6]);
         assert!(shape("(scalar 1.0 float32)").is_empty());
+        assert_eq!(shape("(softplus (input x@2_3))"), vec![2, 3]);
+        assert!(error("(softplus (input i@2:int64))").contains("float"));
     }
 
     #[test]
