@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
-
 import tensat_py
+from onnx import TensorProto, helper
 from tensat_py.builder import GraphBuilder
 from tensat_py.cost.roofline import RooflineCostModel
 from tensat_py.frontends.onnx import load, to_model
