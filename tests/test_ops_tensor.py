@@ -31,12 +31,8 @@ from tensat_py.graph import TensorType
 from tensat_py.ops import OpContext, all_ops, get, onnx_importers
 from tensat_py.ops.tensor import DTYPES, np_dtype
 
-TENSOR_OPS = (
-    "add sub mul div pow max min equal less less_equal greater greater_equal select neg abs "
-    "exp log sqrt rsqrt reciprocal erf gelu hard_swish clip hard_sigmoid leaky_relu reduce_sum "
-    "reduce_mean reduce_max reduce_min reduce_prod softmax layer_norm global_avg_pool "
-    "broadcast_to slice pad gather resize cast scalar"
-).split()
+#: The tensor dialect as the Rust core declares it (rust/src/lang/tensor.rs).
+TENSOR_OPS = tuple(n for n, d in _core.operators().items() if d["dialect"] == "tensor")
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)

@@ -14,6 +14,8 @@ of ``rules/*.rules`` in the Rust e-graph core and the cheapest equivalent progra
 cost model is extracted (greedy or ILP) and verified numerically against the input.
 """
 
+from typing import Any
+
 from tensat_py import _core
 from tensat_py.graph import Graph, GraphError, Node, TensorType
 from tensat_py.pipeline import OptimizeResult, load_rules, optimize
@@ -29,40 +31,59 @@ __all__ = [
     "_core",
     "load",
     "load_rules",
+    "save",
     "optimize",
     "verify",
 ]
 
 
-def load(target: str) -> Graph:
+def load(target: str, **options: Any) -> Graph:
     """Loads a program: a zoo name (``"bert"``, ``"nasrnn"``, ...) or a file path.
 
-    Supported files: TASO-serialised ``.model`` graphs and ``.onnx`` models (see
-    :func:`tensat_py.frontends.onnx.load`; unmodelled operators become opaque nodes).
+    The file's suffix picks the front end (:mod:`tensat_py.frontends`): ``.model`` (TASO
+    graphs), ``.onnx`` (see :func:`tensat_py.frontends.onnx.load`; ``input_shapes=``
+    fixes symbolic dimensions), ... ``options`` go to the front end's loader. The graph
+    remembers its front end (``meta["frontend"]``), whose rule files and cost model
+    :func:`optimize` uses by default.
 
     Raises:
         FileNotFoundError: when ``target`` is neither a zoo name nor an existing file.
-        ValueError: on a malformed file (the message names the file and the node).
+        ValueError: on a malformed file (the message names the file and the node or line),
+            or an unsupported file type.
     """
     from pathlib import Path
 
-    from tensat_py import models
+    from tensat_py import frontends, models
 
     path = Path(target)
-    if path.suffix == ".model" and path.is_file():
-        from tensat_py.frontends.taso_model import load as load_model
-
-        return load_model(path)
-    if path.suffix == ".onnx" and path.is_file():
-        from tensat_py.frontends.onnx import load as load_onnx
-
-        return load_onnx(path)
+    if path.is_file():
+        fe = frontends.for_path(path)
+        graph = fe.load(path, **options)
+        graph.meta.setdefault("frontend", fe.name)
+        return graph
     if target in models.ZOO:
+        if options:
+            raise TypeError(f"zoo model {target!r} takes no options, got {sorted(options)}")
         return models.get(target)
     if path.exists():
-        raise ValueError(
-            f"{target}: unsupported file type {path.suffix!r} (expected .model or .onnx)"
-        )
+        raise ValueError(f"{target}: not a file")
     raise FileNotFoundError(
         f"{target!r} is neither a zoo model ({', '.join(sorted(models.ZOO))}) nor a file"
     )
+
+
+def save(graph: Graph, path: str, *, source: Graph | None = None) -> Any:
+    """Writes ``graph`` to ``path`` in the format its suffix names (the counterpart of
+    :func:`load`); ``source`` is the graph it was optimised from (its front-end data: the
+    source model, weights). Writes atomically; returns the path written.
+
+    Raises:
+        ValueError: an unsupported suffix, or a format that cannot be written.
+        OSError: the file cannot be written (the message names the path).
+    """
+    from tensat_py import frontends
+
+    fe = frontends.for_path(path)
+    if fe.save is None:
+        raise ValueError(f"{path}: {fe.name} files cannot be written")
+    return fe.save(graph, path, source=source)

@@ -42,7 +42,12 @@ def main() -> None:
 
 @main.command()
 @click.argument("target")
-@click.option("--rules", default="taso", show_default=True, help="Rule file name or path.")
+@click.option(
+    "--rules",
+    default=None,
+    help="Rule file name or path; several joined by + (taso+tensor). "
+    "Default: the input format's (taso for zoo, .model and .onnx).",
+)
 @click.option(
     "--k-multi", default=1, show_default=True, help="Iterations with multi-pattern rules."
 )
@@ -73,11 +78,12 @@ def main() -> None:
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
-    help="Write the optimised program as ONNX (zoo/.model graphs get random weights).",
+    help="Write the optimised program; the suffix picks the format (.onnx: zoo and .model "
+    "graphs get random weights).",
 )
 def optimize(
     target: str,
-    rules: str,
+    rules: str | None,
     k_multi: int,
     node_limit: int,
     iter_limit: int,
@@ -111,10 +117,7 @@ def optimize(
             dump_egraph=dump_egraph,
         )
         if output:
-            from tensat_py.frontends.onnx import save as save_onnx
-
-            weights = None if "onnx" in graph.meta else "random"
-            save_onnx(result.graph, output, source=graph, weights=weights)
+            tensat_py.save(result.graph, output, source=graph)
     except (ValueError, FileNotFoundError, OSError) as e:
         _fail(str(e))
         return

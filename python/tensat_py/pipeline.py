@@ -130,7 +130,7 @@ def load_rules(
 def optimize(
     graph: Graph,
     *,
-    rules: str | Path | _core.RuleSet | Sequence[str | Path | _core.RuleSet] = "taso",
+    rules: str | Path | _core.RuleSet | Sequence[str | Path | _core.RuleSet] | None = None,
     k_multi: int = 1,
     node_limit: int = 50_000,
     iter_limit: int = 15,
@@ -139,7 +139,7 @@ def optimize(
     extractor: str = "ilp",
     solver: str = "cbc",
     order_vars: str = "real",
-    cost_model: str = "roofline",
+    cost_model: str | None = None,
     device: str = "t4",
     verify: bool = True,
     dump_egraph: str | Path | None = None,
@@ -149,7 +149,9 @@ def optimize(
     Args:
         graph: the program.
         rules: rule file name (``"taso"``), path, parsed ``RuleSet``, or several
-            (``"taso+tensor"``, a list); see :func:`load_rules`.
+            (``"taso+tensor"``, a list); see :func:`load_rules`. Default: the rules of
+            the front end that loaded ``graph`` (``Graph.meta["frontend"]``,
+            :mod:`tensat_py.frontends`), else ``"taso"``.
         k_multi: iterations in which multi-pattern rules run (Tensat's k_multi; default 1).
         node_limit: stop exploring at this many e-nodes (default 50,000).
         iter_limit: maximum exploration iterations (default 15).
@@ -160,7 +162,8 @@ def optimize(
         solver: ILP solver, ``"cbc"`` (default) or ``"highs"``.
         order_vars: with ``cycle_filter="none"``, the ILP's topological order variables:
             ``"real"`` (default) or ``"int"`` (the paper's Table 4 compares both).
-        cost_model: ``"roofline"`` (default).
+        cost_model: ``"roofline"``; default: the front end's (``"roofline"`` for tensor
+            programs).
         device: cost-model device preset: ``"t4"`` (default), ``"a100"``, ``"h100"``, ``"cpu"``.
         verify: run both programs in float64 on the same random inputs and weights and keep
             the optimised one only if its outputs agree (``tensat_py.verify``'s float64
@@ -174,6 +177,13 @@ def optimize(
         ValueError: on an ill-typed graph, a bad option, or a rule file syntax error.
         FileNotFoundError: when the rule file does not exist.
     """
+    from tensat_py.frontends import defaults_for
+
+    fe = defaults_for(graph)
+    if rules is None:
+        rules = fe.default_rules if fe is not None else "taso"
+    if cost_model is None:
+        cost_model = fe.default_cost_model if fe is not None else "roofline"
     model = get_cost_model(cost_model, device)
     ruleset = load_rules(rules)
     cost_before = model.graph_cost(graph)

@@ -1,1 +1,116 @@
-"""Front ends: each format to a :class:`tensat_py.graph.Graph` (and back, where supported)."""
+"""Front ends: each file format to a :class:`tensat_py.graph.Graph` and back.
+
+Every format registers one :class:`Frontend` here (its suffixes, its loader and saver, and
+the defaults ``optimize`` uses for programs it loaded: the rule files and the cost model).
+:func:`tensat_py.load` and ``tensat optimize FILE -o OUT`` find the front end by the file's
+suffix, so adding a format touches only its own module and one :func:`register` call below.
+
+>>> for_path("m.onnx").name
+'onnx'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tensat_py.graph import Graph
+
+__all__ = ["Frontend", "register", "frontends", "for_path", "defaults_for"]
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """A file format's translation to and from :class:`Graph`.
+
+    Attributes:
+        name: short name (``"onnx"``), stored in ``Graph.meta["frontend"]`` by
+            :func:`tensat_py.load`.
+        suffixes: file suffixes it reads (``(".onnx",)``), lower case with the dot.
+        load: ``load(path, **options) -> Graph``; raises ``ValueError`` naming the file and
+            line or node on bad input.
+        save: ``save(graph, path, *, source) -> Path`` writing the optimised program in this
+            format atomically (``source`` is the graph it was optimised from), or None when
+            the format cannot be written.
+        default_rules: the rule files ``optimize`` uses for its programs (``"taso"``).
+        default_cost_model: the cost model ``optimize`` uses for its programs.
+    """
+
+    name: str
+    suffixes: tuple[str, ...]
+    load: Callable[..., Graph]
+    save: Callable[..., Path] | None
+    default_rules: str = "taso"
+    default_cost_model: str = "roofline"
+
+
+_REGISTRY: dict[str, Frontend] = {}
+
+
+def register(fe: Frontend) -> Frontend:
+    """Add a front end. Raises ``ValueError`` when its name or a suffix is taken."""
+    taken = {s for f in _REGISTRY.values() for s in f.suffixes}
+    if fe.name in _REGISTRY or taken & set(fe.suffixes):
+        raise ValueError(f"front end `{fe.name}` or one of its suffixes is registered twice")
+    _REGISTRY[fe.name] = fe
+    return fe
+
+
+def frontends() -> dict[str, Frontend]:
+    """Every registered front end by name."""
+    _load()
+    return dict(_REGISTRY)
+
+
+def for_path(path: str | Path) -> Frontend:
+    """The front end reading files like ``path`` (by suffix).
+
+    Raises:
+        ValueError: no front end reads that suffix (the message lists the known ones).
+    """
+    suffix = Path(path).suffix.lower()
+    for fe in frontends().values():
+        if suffix in fe.suffixes:
+            return fe
+    known = sorted(s for f in _REGISTRY.values() for s in f.suffixes)
+    raise ValueError(f"{path}: unsupported file type {suffix!r} (expected {', '.join(known)})")
+
+
+def defaults_for(graph: Graph) -> Frontend | None:
+    """The front end ``graph`` was loaded by (``Graph.meta["frontend"]``), if any."""
+    name = graph.meta.get("frontend")
+    return frontends().get(name) if isinstance(name, str) else None
+
+
+def _load_taso(path: Any, **options: Any) -> Graph:
+    from tensat_py.frontends.taso_model import load
+
+    return load(path, **options)
+
+
+def _load_onnx(path: Any, **options: Any) -> Graph:
+    from tensat_py.frontends.onnx import load
+
+    return load(path, **options)
+
+
+def _save_onnx(graph: Graph, path: Any, *, source: Graph | None = None) -> Path:
+    from tensat_py.frontends.onnx import save
+
+    src = source if source is not None else graph
+    weights = None if "onnx" in src.meta else "random"
+    return save(graph, path, source=source, weights=weights)
+
+
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    register(Frontend("taso", (".model",), _load_taso, None, "taso"))
+    register(Frontend("onnx", (".onnx",), _load_onnx, _save_onnx, "taso"))
