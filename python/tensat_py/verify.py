@@ -10,7 +10,12 @@ outputs are compared in order. Runners:
   float32, whatever ``dtype`` says (the float32 tolerance applies). Weights of graphs
   loaded from ONNX keep the model's values; integer inputs are drawn from {0, 1}
   (:func:`tensat_py.runtime.ort_exec.feeds`).
-* ``"auto"`` (default): onnxruntime when either graph has opaque nodes (whose exact
+* ``"xla"``: both graphs are printed as HLO (:mod:`tensat_py.frontends.hlo`) and compiled
+  and run by XLA on CPU (jaxlib) in their declared dtypes on the same random arguments
+  (:func:`tensat_py.frontends.hlo.random_args`); tolerance ``1e-5`` (XLA's own rewrites
+  re-associate too).
+* ``"auto"`` (default): the runner the front end asked for (``Graph.meta["verify_runner"]``,
+  ``"xla"`` for HLO input); else onnxruntime when either graph has opaque nodes (whose exact
   semantics, including non-float values, only the source runtime knows), NumPy otherwise.
 
 Tolerances (``passed`` uses the relative error):
@@ -38,6 +43,8 @@ __all__ = ["TOLERANCES", "VerifyReport", "verify"]
 
 #: Relative-error thresholds by dtype.
 TOLERANCES = {"float32": 1e-3, "float64": 1e-9}
+#: Relative-error threshold of the XLA runner (float32 modules, XLA's rewrites both sides).
+XLA_TOLERANCE = 1e-5
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,8 @@ def verify(
         dtype: ``"float32"`` or ``"float64"``.
         tolerance: relative-error threshold; defaults to :data:`TOLERANCES` [dtype]
             (the float32 one for the onnxruntime runner).
-        runner: ``"auto"`` (default), ``"numpy"`` or ``"onnxruntime"`` (see above).
+        runner: ``"auto"`` (default), ``"numpy"``, ``"onnxruntime"`` or ``"xla"`` (see
+            above).
 
     Returns:
         A :class:`VerifyReport`; a mismatch in output count, shape, or missing feeds gives
@@ -87,17 +95,25 @@ def verify(
     """
     if runner == "auto":
         opaque = original.opaque_nodes() or optimized.opaque_nodes()
-        runner = "onnxruntime" if opaque else "numpy"
-    if runner not in ("numpy", "onnxruntime"):
-        raise ValueError(f"unknown runner {runner!r}; use 'auto', 'numpy' or 'onnxruntime'")
-    if runner == "onnxruntime":
+        runner = original.meta.get("verify_runner") or ("onnxruntime" if opaque else "numpy")
+    if runner not in ("numpy", "onnxruntime", "xla"):
+        raise ValueError(f"unknown runner {runner!r}; use 'auto', 'numpy', 'onnxruntime' or 'xla'")
+    if runner in ("onnxruntime", "xla"):
         dtype = "float32"
     tol = TOLERANCES.get(dtype, 1e-3) if tolerance is None else tolerance
+    if runner == "xla" and tolerance is None:
+        tol = XLA_TOLERANCE
 
     def report(*args: object) -> VerifyReport:
         return VerifyReport(*args, runner=runner)  # type: ignore[arg-type]
 
-    if runner == "onnxruntime":
+    if runner == "xla":
+        from tensat_py.frontends.hlo import dumps, random_args
+        from tensat_py.runtime.xla_exec import run_text
+
+        args = random_args(original, seed=seed)
+        feeds = {k: None for k in original.leaf_types()}
+    elif runner == "onnxruntime":
         from tensat_py.runtime import ort_exec
 
         feeds = ort_exec.feeds(original, seed=seed)
@@ -114,7 +130,10 @@ def verify(
             tol,
             f"output count differs: {len(original.outputs)} vs {len(optimized.outputs)}",
         )
-    if runner == "onnxruntime":
+    if runner == "xla":
+        a_out = run_text(dumps(original), args)
+        b_out = run_text(dumps(optimized), args)
+    elif runner == "onnxruntime":
         a_out = ort_exec.run(original, feeds)
         b_out = ort_exec.run(optimized, feeds, source=original)
     else:

@@ -104,6 +104,18 @@ def _save_onnx(graph: Graph, path: Any, *, source: Graph | None = None) -> Path:
     return save(graph, path, source=source, weights=weights)
 
 
+def _load_hlo(path: Any, **options: Any) -> Graph:
+    from tensat_py.frontends.hlo import load
+
+    return load(path, **options)
+
+
+def _save_hlo(graph: Graph, path: Any, *, source: Graph | None = None) -> Path:
+    from tensat_py.frontends.hlo import save
+
+    return save(graph, path, source=source)
+
+
 _loaded = False
 
 
@@ -114,3 +126,4 @@ def _load() -> None:
     _loaded = True
     register(Frontend("taso", (".model",), _load_taso, None, "taso"))
     register(Frontend("onnx", (".onnx",), _load_onnx, _save_onnx, "taso"))
+    register(Frontend("hlo", (".hlo",), _load_hlo, _save_hlo, "tensor+hlo"))
