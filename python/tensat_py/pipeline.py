@@ -85,6 +85,7 @@ class OptimizeResult:
             else {
                 "max_abs_error": self.verify.max_abs_error,
                 "max_rel_error": self.verify.max_rel_error,
+                "runner": self.verify.runner,
             },
         }
 
