@@ -5,13 +5,15 @@ StableHLO MLIR (``xla_computation_to_mlir_module``; jaxlib's client compiles MLI
 compiled by ``Client.compile_and_load`` with XLA's full CPU optimisation pipeline
 (default ``CompileOptions``). Tuple results come back flattened, one array per leaf.
 
-Timing (:func:`time_text`): compile seconds (one compilation) and the median of
-``repeats`` executions after one warm-up, each waiting for its results.
+Timing (:func:`time_text`, :func:`time_interleaved`): compile seconds (one compilation)
+and the fastest of ``repeats`` executions after one warm-up, each waiting for its results
+(the minimum is the estimate least disturbed by other processes on a shared machine);
+:func:`time_interleaved` runs several modules round-robin so drifts in machine load hit
+them alike.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +22,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["compile_text", "run_text", "time_text", "np_dtype", "Timing", "XlaError"]
+__all__ = [
+    "compile_text",
+    "run_text",
+    "time_text",
+    "time_interleaved",
+    "np_dtype",
+    "Timing",
+    "XlaError",
+]
 
 _NP = {
     "pred": np.bool_,
@@ -156,4 +166,29 @@ def time_text(text: str, args: Sequence[np.ndarray], repeats: int = 5) -> Timing
         t0 = time.perf_counter()
         _execute(exe, args)
         times.append(time.perf_counter() - t0)
-    return Timing(compile_s, statistics.median(times), outs)
+    return Timing(compile_s, min(times), outs)
+
+
+def time_interleaved(
+    texts: Sequence[str], args: Sequence[np.ndarray], budget_s: float = 2.0, max_rounds: int = 50
+) -> list[Timing]:
+    """Compile each text (timed, uncached), warm each up, then run them round-robin for
+    about ``budget_s`` seconds (at least 3 rounds, at most ``max_rounds``); each
+    :class:`Timing` has the fastest run."""
+    exes, compile_s, outs = [], [], []
+    for text in texts:
+        t0 = time.perf_counter()
+        exes.append(_compile_cached.__wrapped__(text))
+        compile_s.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for exe in exes:
+        outs.append(_execute(exe, args))
+    per_round = max(time.perf_counter() - t0, 1e-6)
+    rounds = int(min(max_rounds, max(3, budget_s / per_round)))
+    times: list[list[float]] = [[] for _ in exes]
+    for _ in range(rounds):
+        for i, exe in enumerate(exes):
+            t1 = time.perf_counter()
+            _execute(exe, args)
+            times[i].append(time.perf_counter() - t1)
+    return [Timing(c, min(t), o) for c, t, o in zip(compile_s, times, outs, strict=True)]
