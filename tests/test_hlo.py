@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (HLO text fixtures keep XLA's long instruction lines)
 """XLA HLO in and out: parser/printer, translation, the hlo dialect's NumPy semantics
 against XLA, optimisation verified through XLA, the CLI, bad input and ``bench hlo``."""
 
