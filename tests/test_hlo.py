@@ -281,6 +281,17 @@ ENTRY e {
   ROOT r = f32[2,4,4,3] reduce-window(x, init), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, to_apply=mx
 }
 """,
+    "select": """HloModule m
+ENTRY e {
+  a = f32[3,4] parameter(0)
+  b = f32[3,4] parameter(1)
+  lt = pred[3,4] compare(a, b), direction=LT
+  ge = pred[3,4] compare(a, b), direction=GE
+  s = f32[3,4] select(lt, a, b)
+  c = f32[3,4] convert(ge)
+  ROOT r = f32[3,4] add(s, c)
+}
+""",
     "concatenate": """HloModule m
 ENTRY e {
   a = f32[2,3] parameter(0)
@@ -304,6 +315,21 @@ def test_hlo_dialect_numpy_semantics_match_xla(case: str) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     # printed back, XLA computes the same
     np.testing.assert_allclose(run_text(dumps(g), args)[0], want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _shared_files() if BIG not in p.name] + sorted(JAX_MODULES.glob("*.hlo")),
+    ids=lambda p: p.name,
+)
+def test_translation_is_exact_original_text_and_printed_graph_agree_in_xla(path: Path) -> None:
+    g = tensat_py.load(str(path))
+    args = random_args(g, seed=2)
+    want = run_text(path.read_text(), args)
+    got = run_text(dumps(g), args)
+    assert len(got) == len(want)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------- optimisation through XLA
@@ -382,6 +408,7 @@ def _bench_folder(tmp_path: Path) -> Path:
     (d / "a_sgd.hlo").write_text(sgd)
     (d / "b_sgd_renamed.hlo").write_text(sgd.replace("main", "other_main"))
     (d / "c_bad.hlo").write_text("HloModule m\nENTRY e {\n  ROOT n = f32[2] negate(q)\n}\n")
+    (d / "d_u8.hlo").write_text("HloModule m\nENTRY e {\n  ROOT p = u8[2] parameter(0)\n}\n")
     return d
 
 
@@ -398,8 +425,9 @@ def test_bench_hlo_skips_duplicates_and_reports_failures(tmp_path: Path) -> None
     d = _bench_folder(tmp_path)
     cfg = HloBenchConfig(folder=d, out=tmp_path / "r.md", extractor="greedy", budget_s=0.2)
     rows = run_hlo_bench(cfg, progress=False)
-    assert [r.status for r in rows] == ["ok", "duplicate", "failed"]
+    assert [r.status for r in rows] == ["ok", "duplicate", "failed", "failed"]
     assert "a_sgd.hlo" in rows[1].reason and "c_bad.hlo:3:" in rows[2].reason
+    assert "element type `u8`" in rows[3].reason  # failed inside the worker
     ok = rows[0]
     assert ok.max_rel_err <= 1e-5 and ok.run_ms_orig > 0 and ok.run_ms_opt > 0
     assert ok.ops_after <= ok.ops_before
@@ -412,6 +440,7 @@ def test_bench_hlo_runs_on_a_local_ray_cluster(tmp_path: Path) -> None:
 
     d = _bench_folder(tmp_path)
     (d / "c_bad.hlo").unlink()
+    (d / "d_u8.hlo").unlink()
     cfg = HloBenchConfig(
         folder=d, out=tmp_path / "r.md", extractor="greedy", budget_s=0.2, ray_address="local"
     )
