@@ -106,7 +106,8 @@ def test_cli_json_has_the_documented_keys() -> None:
         "explore_seconds",
         "extract_seconds",
     }
-    assert set(obj["verify"]) == {"max_abs_error", "max_rel_error"}
+    assert set(obj["verify"]) == {"max_abs_error", "max_rel_error", "runner"}
+    assert obj["verify"]["runner"] == "numpy"
     assert obj["cost_after"] <= obj["cost_before"]
 
 
