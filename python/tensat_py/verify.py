@@ -28,13 +28,32 @@ outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from tensat_py.graph import Graph
 from tensat_py.runtime.numpy_exec import random_feeds, run
 
-__all__ = ["TOLERANCES", "VerifyReport", "verify"]
+__all__ = [
+    "TOLERANCES",
+    "Reference",
+    "VerificationError",
+    "VerifyReport",
+    "reference",
+    "verify",
+]
+
+
+class VerificationError(ValueError):
+    """The reference program itself cannot be run by the chosen runner (so nothing can be
+    verified against it); the message names the runner and its first line of error."""
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
 
 #: Relative-error thresholds by dtype.
 TOLERANCES = {"float32": 1e-3, "float64": 1e-9}
@@ -50,6 +69,7 @@ class VerifyReport:
         passed: ``max_rel_error`` within the dtype's tolerance (and shapes agree).
         tolerance: the threshold used.
         message: why it failed, or ``"ok"``.
+        runner: ``"numpy"`` or ``"onnxruntime"``: what ran both programs.
     """
 
     max_abs_error: float
@@ -58,6 +78,122 @@ class VerifyReport:
     tolerance: float = 0.0
     message: str = "ok"
     runner: str = "numpy"
+
+
+def reference(
+    original: Graph,
+    *,
+    seed: int = 0,
+    dtype: str = "float32",
+    tolerance: float | None = None,
+    runner: str = "auto",
+) -> Reference:
+    """Runs ``original`` once on its random feeds; :meth:`Reference.check` then compares
+    any number of candidate programs against these outputs without running it again.
+
+    Arguments as for :func:`verify` (``"auto"`` picks the runner from ``original``'s opaque
+    nodes: candidates carry the same ones).
+
+    Raises:
+        ValueError: an unknown runner or dtype.
+        VerificationError: the runner cannot run ``original``.
+    """
+    if runner == "auto":
+        runner = "onnxruntime" if original.opaque_nodes() else "numpy"
+    if runner not in ("numpy", "onnxruntime"):
+        raise ValueError(f"unknown runner {runner!r}; use 'auto', 'numpy' or 'onnxruntime'")
+    if runner == "onnxruntime":
+        dtype = "float32"
+    if dtype not in TOLERANCES:
+        raise ValueError(f"unknown verification dtype {dtype!r}; use 'float32' or 'float64'")
+    tol = TOLERANCES[dtype] if tolerance is None else tolerance
+    try:
+        if runner == "onnxruntime":
+            from tensat_py.runtime import ort_exec
+
+            feeds = ort_exec.feeds(original, seed=seed)
+            outputs = ort_exec.run(original, feeds)
+        else:
+            feeds = random_feeds(original, seed=seed, dtype=dtype)
+            outputs = run(original, feeds)
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # any runner failure: the input program cannot be checked
+        raise VerificationError(
+            f"verification: {runner} cannot run the input program ({_first_line(e)})"
+        ) from e
+    return Reference(original, runner, dtype, tol, feeds, list(outputs))
+
+
+@dataclass
+class Reference:
+    """The outputs of a reference program on fixed random feeds (see :func:`reference`).
+
+    Attributes:
+        original: the reference program.
+        runner: ``"numpy"`` or ``"onnxruntime"``.
+        dtype: the dtype the feeds were drawn in.
+        tolerance: relative-error threshold of :meth:`check`.
+        feeds: inputs and weights by name.
+        outputs: ``original``'s outputs, in order.
+    """
+
+    original: Graph
+    runner: str
+    dtype: str
+    tolerance: float
+    feeds: dict[str, Any]
+    outputs: list[np.ndarray]
+
+    def check(self, optimized: Graph) -> VerifyReport:
+        """Runs ``optimized`` on the same feeds and compares its outputs with the
+        reference's (see :func:`verify` for the report)."""
+        runner, tol = self.runner, self.tolerance
+
+        def report(*args: object) -> VerifyReport:
+            return VerifyReport(*args, runner=runner)  # type: ignore[arg-type]
+
+        missing = sorted(set(optimized.leaf_types()) - set(self.feeds))
+        if missing:
+            return report(np.inf, np.inf, False, tol, f"optimized graph has new leaves {missing}")
+        if len(self.outputs) != len(optimized.outputs):
+            return report(
+                np.inf,
+                np.inf,
+                False,
+                tol,
+                f"output count differs: {len(self.outputs)} vs {len(optimized.outputs)}",
+            )
+        try:
+            if runner == "onnxruntime":
+                from tensat_py.runtime import ort_exec
+
+                b_out = ort_exec.run(optimized, self.feeds, source=self.original)
+            else:
+                b_out = run(optimized, self.feeds)
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # the candidate does not run: it fails verification
+            return report(np.inf, np.inf, False, tol, f"{runner} cannot run it: {_first_line(e)}")
+        max_abs = 0.0
+        max_rel = 0.0
+        for k, (a, b) in enumerate(zip(self.outputs, b_out, strict=True)):
+            if a.shape != b.shape:
+                return report(
+                    np.inf, np.inf, False, tol, f"output {k}: shape {a.shape} vs {b.shape}"
+                )
+            if not np.issubdtype(a.dtype, np.number) or not np.issubdtype(b.dtype, np.number):
+                a, b = a.astype(np.float64), b.astype(np.float64)  # booleans
+            a64 = a.astype(np.float64)
+            diff = float(np.max(np.abs(a64 - b.astype(np.float64)))) if a.size else 0.0
+            scale = float(np.max(np.abs(a64))) if a.size else 0.0
+            if not np.isfinite(diff):
+                diff = np.inf
+            max_abs = max(max_abs, diff)
+            max_rel = max(max_rel, diff / max(scale, np.finfo(np.float64).tiny))
+        passed = bool(max_rel <= tol)
+        msg = "ok" if passed else f"max relative error {max_rel:.3g} exceeds {tol:g}"
+        return report(max_abs, max_rel, passed, tol, msg)
 
 
 def verify(
@@ -82,58 +218,16 @@ def verify(
         runner: ``"auto"`` (default), ``"numpy"`` or ``"onnxruntime"`` (see above).
 
     Returns:
-        A :class:`VerifyReport`; a mismatch in output count, shape, or missing feeds gives
-        ``passed=False`` with infinite errors and a message.
+        A :class:`VerifyReport`; a mismatch in output count, shape, missing feeds, or an
+        optimized program the runner cannot run gives ``passed=False`` with infinite
+        errors and a message.
+
+    Raises:
+        ValueError: an unknown runner or dtype.
+        VerificationError: the runner cannot run ``original``.
     """
     if runner == "auto":
         opaque = original.opaque_nodes() or optimized.opaque_nodes()
         runner = "onnxruntime" if opaque else "numpy"
-    if runner not in ("numpy", "onnxruntime"):
-        raise ValueError(f"unknown runner {runner!r}; use 'auto', 'numpy' or 'onnxruntime'")
-    if runner == "onnxruntime":
-        dtype = "float32"
-    tol = TOLERANCES.get(dtype, 1e-3) if tolerance is None else tolerance
-
-    def report(*args: object) -> VerifyReport:
-        return VerifyReport(*args, runner=runner)  # type: ignore[arg-type]
-
-    if runner == "onnxruntime":
-        from tensat_py.runtime import ort_exec
-
-        feeds = ort_exec.feeds(original, seed=seed)
-    else:
-        feeds = random_feeds(original, seed=seed, dtype=dtype)
-    missing = sorted(set(optimized.leaf_types()) - set(feeds))
-    if missing:
-        return report(np.inf, np.inf, False, tol, f"optimized graph has new leaves {missing}")
-    if len(original.outputs) != len(optimized.outputs):
-        return report(
-            np.inf,
-            np.inf,
-            False,
-            tol,
-            f"output count differs: {len(original.outputs)} vs {len(optimized.outputs)}",
-        )
-    if runner == "onnxruntime":
-        a_out = ort_exec.run(original, feeds)
-        b_out = ort_exec.run(optimized, feeds, source=original)
-    else:
-        a_out = run(original, feeds)
-        b_out = run(optimized, feeds)
-    max_abs = 0.0
-    max_rel = 0.0
-    for k, (a, b) in enumerate(zip(a_out, b_out, strict=True)):
-        if a.shape != b.shape:
-            return report(np.inf, np.inf, False, tol, f"output {k}: shape {a.shape} vs {b.shape}")
-        if not np.issubdtype(a.dtype, np.number) or not np.issubdtype(b.dtype, np.number):
-            a, b = a.astype(np.float64), b.astype(np.float64)  # booleans
-        a64 = a.astype(np.float64)
-        diff = float(np.max(np.abs(a64 - b.astype(np.float64)))) if a.size else 0.0
-        scale = float(np.max(np.abs(a64))) if a.size else 0.0
-        if not np.isfinite(diff):
-            diff = np.inf
-        max_abs = max(max_abs, diff)
-        max_rel = max(max_rel, diff / max(scale, np.finfo(np.float64).tiny))
-    passed = bool(max_rel <= tol)
-    msg = "ok" if passed else f"max relative error {max_rel:.3g} exceeds {tol:g}"
-    return report(max_abs, max_rel, passed, tol, msg)
+    ref = reference(original, seed=seed, dtype=dtype, tolerance=tolerance, runner=runner)
+    return ref.check(optimized)
