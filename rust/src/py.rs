@@ -388,7 +388,9 @@ impl EGraph {
                 .map_err(|e| PyValueError::new_err(format!("time_limit: {e}")))?,
             cycle_filter: CycleFilter::parse(cycle_filter).map_err(PyValueError::new_err)?,
         };
-        let st = self.ex.run(&rules.inner, &config);
+        // Exploration runs without the GIL, so Python threads (the progress display) run.
+        let (ex, inner) = (&mut self.ex, &rules.inner);
+        let st = py.allow_threads(|| ex.run(inner, &config));
         let d = PyDict::new(py);
         d.set_item("enodes", st.enodes)?;
         d.set_item("eclasses", st.eclasses)?;
