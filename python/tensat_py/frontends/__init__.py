@@ -113,4 +113,4 @@ def _load() -> None:
         return
     _loaded = True
     register(Frontend("taso", (".model",), _load_taso, None, "taso"))
-    register(Frontend("onnx", (".onnx",), _load_onnx, _save_onnx, "taso"))
+    register(Frontend("onnx", (".onnx",), _load_onnx, _save_onnx, "taso+tensor+general"))

@@ -2,11 +2,13 @@
 as an ONNX model.
 
 The model has the original inputs and outputs (names, element types, the static shapes
-the graph was loaded with), the source model's opset imports, IR version and local
-functions, every initializer the program still reads, the opaque nodes as they were
-(their ``NodeProto``\\ s, sub-graphs included), and for each language operator the nodes
-its :attr:`tensat_py.ops.OpDef.to_onnx` emits through the :class:`Writer` (``w`` below);
-there is no per-operator code here. Weight-only sub-graphs of the program (for example the
+the graph was loaded with), the source model's opset imports and local functions, its IR
+version lowered to the lowest its opsets need (:func:`~.common.runnable_ir_version`, so
+that onnxruntime reads a model saved under a newer IR version than it knows), every
+initializer the program still reads, the opaque nodes as they were (their
+``NodeProto``\\ s, sub-graphs included), and for each language operator the nodes its
+:attr:`tensat_py.ops.OpDef.to_onnx` emits through the :class:`Writer` (``w`` below); there is
+no per-operator code here. Weight-only sub-graphs of the program (for example the
 concatenated weights of merged matmuls) are computed at export with the operators'
 NumPy semantics (:attr:`~tensat_py.ops.OpDef.evaluate`) and stored as initializers named
 ``tensat_const_<k>`` (or the graph output's name); weights keep their dtypes. The model
@@ -65,6 +67,7 @@ from tensat_py.frontends.onnx.common import (
     DEFAULT_OPSET,
     OnnxError,
     elem_of_dtype,
+    runnable_ir_version,
 )
 from tensat_py.frontends.onnx.importer import OnnxSource, _default_opset_of
 from tensat_py.frontends.onnx.payload import OnnxOpaque, rename_values
@@ -524,6 +527,18 @@ def to_model(
             ir_version = max(ir_version, p.ir_version)
         functions = tuple(fns.values())
     model = _Exporter(graph, values, src, default).run(opsets, ir_version, functions)
+    lowest = runnable_ir_version(model)
+    if lowest < model.ir_version:
+        # Written under the lowest IR version its opsets need (onnxruntime refuses newer
+        # ones it does not know), unless the checker says it uses a newer IR's features.
+        try:
+            lowered = onnx.ModelProto()
+            lowered.CopyFrom(model)
+            lowered.ir_version = lowest
+            onnx.checker.check_model(lowered)
+            model = lowered
+        except Exception:  # the checker's ValidationError (and friends): keep the own one
+            pass
     if check:
         try:
             onnx.checker.check_model(model, full_check=True)
