@@ -120,6 +120,18 @@ def greedy_dag(
 ) -> list[int]:
     """DAG-cost greedy choice per class (``-1`` when not reached)."""
 
+def beam_dag(
+    node_eclass: Sequence[int],
+    node_children: Sequence[Sequence[int]],
+    node_cost: Sequence[float],
+    num_classes: int,
+    roots: Sequence[int],
+    forbidden: Sequence[bool],
+    width: int,
+) -> list[int]:
+    """Beam extraction keeping ``width`` partial DAG solutions per class (``-1`` when not
+    reached)."""
+
 def dag_cost(
     node_eclass: Sequence[int],
     node_children: Sequence[Sequence[int]],

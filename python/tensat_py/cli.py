@@ -123,6 +123,12 @@ def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     show_default=True,
     help=f"Cost-model device preset: {_known(options.DEVICES)}.",
 )
+@click.option(
+    "--cost-model",
+    "cost_model",
+    default=None,
+    help=f"Cost model: {_known(options.COST_MODELS)} (default: the input format's, roofline).",
+)
 @click.option("--no-verify", is_flag=True, help="Skip numerical verification.")
 @click.option(
     "--strict",
@@ -165,6 +171,7 @@ def optimize(
     strict: bool,
     quiet: bool,
     input_shape: tuple[str, ...] = (),
+    cost_model: str | None = None,
 ) -> None:
     """Optimise TARGET: a zoo name (bert, nasrnn, ...), a .model or an .onnx file."""
     import tensat_py
@@ -183,7 +190,7 @@ def optimize(
             solver=solver,
             order_vars="real",
             device=device,
-            cost_model=None,
+            cost_model=cost_model,
         )
         for path in (output, dump_egraph):
             if path:
@@ -203,6 +210,7 @@ def optimize(
             extractor=extractor,
             solver=solver,
             device=device,
+            cost_model=cost_model,
             verify=not no_verify,
             dump_egraph=dump_egraph,
             progress=not (quiet or as_json),
@@ -299,8 +307,10 @@ def extract_cmd(file: str, extractor: str, solver: str, time_limit: float, as_js
     node_names = problem.node_names or [str(n) for n in range(problem.num_nodes)]
     choices = {names[c]: node_names[n] for c, n in sorted(res.choices.items())}
     if as_json:
-        out = {"cost": res.cost, "status": res.status, "seconds": res.seconds, "choices": choices}
-        click.echo(json.dumps(out))
+        from tensat_py.pipeline import _finite
+
+        out = {**res.to_json(), "choices": choices}
+        click.echo(json.dumps(_finite(out)))
         return
     click.echo(
         f"cost {res.cost:.6g}  status {res.status}  seconds {res.seconds:.3f}  "
@@ -365,6 +375,9 @@ main.add_command(bench)
 from tensat_py.cli_rules_check import check  # noqa: E402
 
 rules.add_command(check)
+from tensat_py.cli_profile import profile  # noqa: E402
+
+main.add_command(profile)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ __all__ = [
     "validate_optimize_options",
 ]
 
-Extractor = Literal["ilp", "greedy", "greedy-dag"]
+Extractor = Literal["ilp", "greedy", "greedy-dag", "beam"]
 """Extraction algorithm (``docs/extraction.md``)."""
 Solver = Literal["cbc", "highs"]
 """ILP solver."""

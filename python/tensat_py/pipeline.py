@@ -360,7 +360,16 @@ def optimize(
         candidate_cost = model.graph_cost(candidate)
     stats["extract_seconds"] = time.perf_counter() - t
     stats["extraction_message"] = result.message
-    # (extraction figures copied into the stats go here)
+    # Extraction figures (docs/extraction.md): proved lower bound, relative gap, phases.
+    stats.update(
+        extraction_cost=result.cost,
+        extraction_lower_bound=result.lower_bound,
+        extraction_gap=result.gap,
+        extraction_build_seconds=result.build_seconds,
+        extraction_solve_seconds=result.solve_seconds,
+        extraction_simplify_seconds=result.simplify_seconds,
+        extraction_stats=dict(result.stats),
+    )
 
     report: VerifyReport | None = None
     if ref is not None:
