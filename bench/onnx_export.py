@@ -185,11 +185,17 @@ def export(name: str, out_dir: Path, opset: int = 17) -> Path:
             )
         except torch.onnx.errors.UnsupportedOperatorError:
             # The TorchScript exporter lacks an operator (GPT-2's mask uses aten::diff):
-            # the dynamo exporter (onnxscript), static shapes.
+            # the dynamo exporter (onnxscript), static shapes, at opset 18 at least. It
+            # builds opset 18 and converts down; below 18 the conversion leaves Split's
+            # opset-18 ``num_outputs`` attribute in place, which onnxruntime rejects
+            # ("Unrecognized attribute: num_outputs for operator Split").
             prog = torch.onnx.export(
-                model, args, input_names=names, opset_version=opset, dynamo=True
+                model, args, input_names=names, opset_version=max(opset, 18), dynamo=True
             )
             prog.save(str(path))
+    import onnx
+
+    onnx.checker.check_model(str(path), full_check=True)
     return path
 
 

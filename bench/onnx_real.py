@@ -18,7 +18,9 @@ Columns: ONNX operators of the original, the share left opaque (control flow ``I
 ``Loop`` / ``Scan`` counted apart), optimise seconds, the cost model's predicted ratio
 (cost before / after), median latencies of the original and optimised over ``--runs``
 rotating runs, their ratio (> 1: ours faster), the A/A ratio (the original against a
-second session of itself: the noise), and the largest relative output error
+second session of itself: the noise), the round-trip ratio (the original against the
+model loaded and saved without optimising: what fixing the input shapes, folding shape
+sub-graphs and exporting cost by themselves), and the largest relative output error
 (``max|a - b| / max|a|`` over outputs), which must stay within 1e-3.
 
 Usage::
@@ -142,6 +144,7 @@ class Row:
     original_ms: float
     optimized_ms: float
     control_ms: float
+    roundtrip_ms: float
     max_rel_error: float
     size_ratio: float
 
@@ -188,10 +191,14 @@ def bench_model(name: str, path: Path, spec: Packaged | Exported, args) -> Row:
     out = args.work / "optimized" / f"{name}.onnx"
     out.parent.mkdir(parents=True, exist_ok=True)
     tensat_py.save(result.graph, out, source=graph)
+    plain = args.work / "roundtrip" / f"{name}.onnx"
+    plain.parent.mkdir(parents=True, exist_ok=True)
+    tensat_py.save(graph, plain, source=graph)
     original, optimized = onnx.load(str(path)), onnx.load(str(out))
     a = ort_exec.session(original, threads=2, level="all", spinning=False)
     b = ort_exec.session(optimized, threads=2, level="all", spinning=False)
     c = ort_exec.session(original, threads=2, level="all", spinning=False)
+    d = ort_exec.session(onnx.load(str(plain)), threads=2, level="all", spinning=False)
     feeds = _feeds(a, spec.input_shapes, args.seed)
     ya, yb = (
         a.run(None, feeds),
@@ -206,14 +213,15 @@ def bench_model(name: str, path: Path, spec: Packaged | Exported, args) -> Row:
     if not err <= TOLERANCE:
         raise AssertionError(f"{name}: outputs differ, max relative error {err:.3g}")
     fb = {k: feeds[k] for k in (i.name for i in b.get_inputs())}
-    runs = ((a, feeds), (b, fb), (c, feeds))
+    fd = {k: feeds[k] for k in (i.name for i in d.get_inputs())}
+    runs = ((a, feeds), (b, fb), (c, feeds), (d, fd))
     for _ in range(args.warmup):
         for sess, f in runs:
             sess.run(None, f)
-    times: list[list[float]] = [[], [], []]
+    times: list[list[float]] = [[] for _ in runs]
     for k in range(args.runs):
-        for j in range(3):  # rotate the order so that drift hits all three alike
-            i = (j + k) % 3
+        for j in range(len(runs)):  # rotate the order so that drift hits all alike
+            i = (j + k) % len(runs)
             sess, f = runs[i]
             s = time.perf_counter()
             sess.run(None, f)
@@ -229,6 +237,7 @@ def bench_model(name: str, path: Path, spec: Packaged | Exported, args) -> Row:
         original_ms=statistics.median(times[0]) * 1e3,
         optimized_ms=statistics.median(times[1]) * 1e3,
         control_ms=statistics.median(times[2]) * 1e3,
+        roundtrip_ms=statistics.median(times[3]) * 1e3,
         max_rel_error=err,
         size_ratio=out.stat().st_size / path.stat().st_size,
     )
@@ -239,23 +248,25 @@ def table(rows: list[Row], failed: dict[str, str], args) -> str:
     lines = [
         "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads=2, spinning "
         f"off; median of {args.runs} rotating runs after {args.warmup} warm-up runs; "
-        "A/A = original vs a second session of the original (noise); rules: the ONNX front "
+        "A/A = original vs a second session of the original (noise); round trip = original "
+        "vs the model loaded and saved without optimising; rules: the ONNX front "
         f"end's defaults; cost model roofline/cpu; extractor {args.extractor}; time limit "
         f"{args.time_limit:g} s; tolerance {TOLERANCE:g} relative.",
         "",
         "| model | source | operators | opaque (control flow) | optimise (s) | predicted "
-        "| original (ms) | optimised (ms) | measured | A/A | max rel err | size |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| original (ms) | optimised (ms) | measured | A/A | round trip | max rel err | size |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r.model} | {r.source} | {r.operators} | {100 * r.opaque_share:.1f}% "
             f"({r.control_flow}) | {r.optimize_s:.1f} | {r.predicted:.3f} | "
             f"{r.original_ms:.3f} | {r.optimized_ms:.3f} | {r.original_ms / r.optimized_ms:.3f} "
-            f"| {r.original_ms / r.control_ms:.3f} | {r.max_rel_error:.1e} | {r.size_ratio:.3f} |"
+            f"| {r.original_ms / r.control_ms:.3f} | {r.original_ms / r.roundtrip_ms:.3f} "
+            f"| {r.max_rel_error:.1e} | {r.size_ratio:.3f} |"
         )
     for name, why in failed.items():
-        lines.append(f"| {name} | failed: {why} | | | | | | | | | | |")
+        lines.append(f"| {name} | failed: {why} | | | | | | | | | | | |")
     return "\n".join(lines)
 
 
@@ -289,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name}: {r.original_ms:.3f} -> {r.optimized_ms:.3f} ms "
             f"(x{r.original_ms / r.optimized_ms:.3f}, A/A x{r.original_ms / r.control_ms:.3f}, "
+            f"round trip x{r.original_ms / r.roundtrip_ms:.3f}, "
             f"predicted x{r.predicted:.3f}), opaque {100 * r.opaque_share:.1f}%",
             file=sys.stderr,
         )

@@ -86,6 +86,7 @@ from tensat_py.frontends.onnx.common import (
     runnable_ir_version,
 )
 from tensat_py.frontends.onnx.payload import OnnxOpaque, outer_inputs, subgraphs
+from tensat_py.frontends.onnx.regions import KeyTable, SourceNode, record, structural_keys
 from tensat_py.graph import Graph, GraphError, TensorType
 
 __all__ = [
@@ -130,6 +131,14 @@ class OnnxSource:
         names: every value name in the model, sub-graphs included (new names avoid them).
         arrays: values of the weights importers created with ``imp.weight``, by graph
             name (exported as initializers of that name).
+        key_table: the structural keys of the imported graph
+            (:func:`~.regions.structural_keys`); the exporter keys the optimised graph
+            against it.
+        source_nodes: every ONNX node an importer translated, in model order, with the
+            keys of the values it reads and writes (:class:`~.regions.SourceNode`).
+        constant_nodes: the ``Constant`` nodes whose values became initializers, by output
+            name (written back as they were).
+        graph_name, producer_name, producer_version: the model's (written back).
     """
 
     initializers: dict[str, TensorProto]
@@ -141,6 +150,12 @@ class OnnxSource:
     functions: tuple[onnx.FunctionProto, ...]
     names: frozenset[str]
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    key_table: KeyTable = field(default_factory=dict, repr=False)
+    source_nodes: tuple[SourceNode, ...] = field(default=(), repr=False)
+    constant_nodes: dict[str, onnx.NodeProto] = field(default_factory=dict, repr=False)
+    graph_name: str = ""
+    producer_name: str = ""
+    producer_version: str = ""
     _arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
@@ -309,6 +324,7 @@ class Importer:
         gr = model.graph
         self.inits: dict[str, TensorProto] = {t.name: t for t in gr.initializer}
         self.nodes: list[onnx.NodeProto] = []
+        self.constant_nodes: dict[str, onnx.NodeProto] = {}
         for n in gr.node:
             if (
                 n.op_type == "Constant"
@@ -317,6 +333,7 @@ class Importer:
                 and (v := _constant_value(n)) is not None
             ):
                 self.inits[n.output[0]] = numpy_helper.from_array(v, n.output[0])
+                self.constant_nodes[n.output[0]] = n
                 continue
             self.nodes.append(n)
         self.types: dict[str, tuple[int, tuple[int, ...] | None]] = {}
@@ -344,6 +361,9 @@ class Importer:
         self._const_cache: dict[str, np.ndarray] = {}
         self._node: onnx.NodeProto | None = None
         self._bound: dict[int, int] = {}
+        #: translated nodes: (proto, input node ids, output node ids); None = constant,
+        #: absent or unread.
+        self._translated: list[tuple[onnx.NodeProto, list[int | None], list[int | None]]] = []
 
     # ------------------------------------------------------------------ the API
     def attrs(self, node: onnx.NodeProto) -> dict[str, Any]:
@@ -568,6 +588,9 @@ class Importer:
                     node,
                 )
             self.env[o] = nid
+        ins = [None if (not i or i in self.inits) else self.env.get(i) for i in node.input]
+        outs = [bound.get(j) if o else None for j, o in enumerate(node.output)]
+        self._translated.append((node, ins, outs))
 
     def _opaque(self, k: int, node: onnx.NodeProto, reason: str) -> None:
         operands: list[tuple[str, int]] = []
@@ -687,6 +710,8 @@ class Importer:
         if not outs:
             raise OnnxError(f"{self.where}: the model has no outputs")
         self.graph.outputs = outs
+        table: KeyTable = {}
+        keys = structural_keys(self.graph, table)
         self.graph.meta["onnx"] = OnnxSource(
             initializers=self.inits,
             inputs=inputs,
@@ -697,6 +722,12 @@ class Importer:
             functions=tuple(self.model.functions),
             names=frozenset([*self.model_names, *self.inits, *self.arrays]),
             arrays=self.arrays,
+            key_table=table,
+            source_nodes=tuple(record(self.graph, self._translated, keys)),
+            constant_nodes=self.constant_nodes,
+            graph_name=gr.name,
+            producer_name=self.model.producer_name,
+            producer_version=self.model.producer_version,
         )
         return self.graph
 
