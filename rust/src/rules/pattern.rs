@@ -145,7 +145,7 @@ impl Builder<'_> {
                 Ok(self.ast.add(ENodeOrVar::Var(v)))
             }
             Sexp::Atom(a, pos) => {
-                if decl(a).is_some() {
+                if decl(a).is_some() && slot.kind != Kind::Sym {
                     return Err(RuleError::at(
                         self.file,
                         *pos,
