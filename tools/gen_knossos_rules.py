@@ -5,8 +5,23 @@ Run: python tools/gen_knossos_rules.py > /tmp/push.rules (the output is pasted i
 rules/knossos_binding.rules under "explicit substitution"). Kept for regeneration.
 """
 
-BIN = ["add", "sub", "mul", "div", "max", "min", "equal", "greater", "less",
-       "greater_equal", "less_equal", "build", "sumbuild", "index", "assert"]
+BIN = [
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "max",
+    "min",
+    "equal",
+    "greater",
+    "less",
+    "greater_equal",
+    "less_equal",
+    "build",
+    "sumbuild",
+    "index",
+    "assert",
+]
 UN = ["exp", "log", "neg", "abs", "sqrt", "erf", "size", "sum"]
 
 

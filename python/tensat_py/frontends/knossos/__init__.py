@@ -169,9 +169,11 @@ class KsOptimizeResult:
 
 
 def _constant_body(d: Def) -> float | None:
-    return float(d.body.value) if isinstance(d.body, Const) and not isinstance(
-        d.body.value, (bool, str)
-    ) else None
+    return (
+        float(d.body.value)
+        if isinstance(d.body, Const) and not isinstance(d.body.value, (bool, str))
+        else None
+    )
 
 
 def function_costs(prog: Program) -> dict[str, float]:
@@ -331,7 +333,9 @@ def optimize_program(
             ok, message = evaluate.compare_defs(p, item, new_def)
             if not ok:
                 results.append(
-                    DefResult(item.name, before, before, "failed-verification", seconds, stats, message)
+                    DefResult(
+                        item.name, before, before, "failed-verification", seconds, stats, message
+                    )
                 )
                 continue
         new_items[idx] = new_def

@@ -8,7 +8,8 @@ Values: ``Float`` Python/NumPy float64, ``Integer`` int, ``Bool`` bool, ``String
 declared-only functions (``edef``) run only when the prelude table below knows them.
 
 >>> from tensat_py.frontends.knossos.syntax import parse_text
->>> p = parse_text("(def f Float ((v : Vec Float)) (sumbuild (size v) (lam (i : Integer) (index i v))))")
+>>> p = parse_text("(def f Float ((v : Vec Float))"
+...                " (sumbuild (size v) (lam (i : Integer) (index i v))))")
 >>> run(p, "f", [[1.0, 2.0, 3.5]])
 6.5
 """
@@ -44,9 +45,9 @@ class EvalError(RuntimeError):
 
 def _add(a: Any, b: Any) -> Any:
     if isinstance(a, tuple):
-        return tuple(_add(x, y) for x, y in zip(a, b))
+        return tuple(_add(x, y) for x, y in zip(a, b, strict=False))
     if isinstance(a, list):
-        return [_add(x, y) for x, y in zip(a, b)]
+        return [_add(x, y) for x, y in zip(a, b, strict=False)]
     return a + b
 
 
@@ -135,7 +136,7 @@ class _Interp:
         if self.depth > self.limit:
             raise EvalError("recursion too deep")
         try:
-            return self.eval(d.body, {p: a for (p, _), a in zip(d.params, args)})
+            return self.eval(d.body, {p: a for (p, _), a in zip(d.params, args, strict=True)})
         finally:
             self.depth -= 1
 
@@ -149,7 +150,7 @@ class _Interp:
         if isinstance(e, Let):
             v = self.eval(e.rhs, env)
             if e.tupled:
-                return self.eval(e.body, {**env, **dict(zip(e.vars, v))})
+                return self.eval(e.body, {**env, **dict(zip(e.vars, v, strict=False))})
             return self.eval(e.body, {**env, e.vars[0]: v})
         if isinstance(e, Lam):
             return lambda x: self.eval(e.body, {**env, e.var: x})
@@ -221,7 +222,7 @@ def close(a: Any, b: Any, rtol: float = 1e-9, atol: float = 1e-12) -> bool:
     if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
         if not isinstance(a, (list, tuple)) or not isinstance(b, (list, tuple)):
             return False
-        return len(a) == len(b) and all(close(x, y, rtol, atol) for x, y in zip(a, b))
+        return len(a) == len(b) and all(close(x, y, rtol, atol) for x, y in zip(a, b, strict=False))
     if isinstance(a, str) or isinstance(b, str):
         return a == b
     fa, fb = float(a), float(b)
@@ -230,7 +231,9 @@ def close(a: Any, b: Any, rtol: float = 1e-9, atol: float = 1e-12) -> bool:
     return abs(fa - fb) <= atol + rtol * max(abs(fa), abs(fb))
 
 
-def compare_defs(prog: Program, old: Def, new: Def, trials: int = 3, seed: int = 0) -> tuple[bool, str]:
+def compare_defs(
+    prog: Program, old: Def, new: Def, trials: int = 3, seed: int = 0
+) -> tuple[bool, str]:
     """Run ``old`` and ``new`` on the same random arguments.
 
     Returns:

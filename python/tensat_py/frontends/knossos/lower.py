@@ -215,13 +215,11 @@ class _Lower:
             inner = {**env, tname: vt}
             tv = f.add("var", [f.leaf(tname), f.leaf(type_text(vt))])
             n = len(e.vars)
-            gets = [
-                f.add("get", [f.leaf(str(i + 1)), f.leaf(str(n)), tv]) for i in range(n)
-            ]
-            for name, t in zip(e.vars, vt.args):
+            gets = [f.add("get", [f.leaf(str(i + 1)), f.leaf(str(n)), tv]) for i in range(n)]
+            for name, t in zip(e.vars, vt.args, strict=True):
                 inner[name] = t
             b, bt = self.expr(e.body, inner, f)
-            for name, g in reversed(list(zip(e.vars, gets))):
+            for name, g in reversed(list(zip(e.vars, gets, strict=False))):
                 b = f.add("let", [f.leaf(name), g, b])
             return f.add("let", [f.leaf(tname), v, b]), bt
         if isinstance(e, Lam):
@@ -290,9 +288,7 @@ def _is_vec(t: KsType) -> bool:
     return t.kind == "Tensor" and t.rank == 1
 
 
-def lower(
-    d: Def, sigs: Mapping[str, Signature]
-) -> tuple[list[tuple[str, list[int]]], KsType]:
+def lower(d: Def, sigs: Mapping[str, Signature]) -> tuple[list[tuple[str, list[int]]], KsType]:
     """A def's body as a flat node list (root last) and its type.
 
     Raises:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Union
 
 __all__ = [
     "KsSyntaxError",
@@ -81,14 +80,14 @@ class Atom:
 class SList:
     """``( ... )`` or ``[ ... ]`` (``bracket``) with its items."""
 
-    items: tuple[Union[Atom, SList], ...]
+    items: tuple[Atom | SList, ...]
     line: int
     col: int
     bracket: bool = False
 
 
-SExp = Union[Atom, SList]
-_DELIMS = set("()[]; \t\r\n\"")
+SExp = Atom | SList
+_DELIMS = set('()[]; \t\r\n"')
 
 
 def read(text: str, file: str) -> list[SExp | str]:
@@ -341,7 +340,7 @@ class Assert:
     pos: tuple[int, int] = field(default=(0, 0), compare=False)
 
 
-Expr = Union[Const, Var, Call, Let, Lam, If, Assert]
+Expr = Const | Var | Call | Let | Lam | If | Assert
 
 
 # --- top level -----------------------------------------------------------------------
@@ -395,7 +394,7 @@ class Comment:
     text: str
 
 
-TopLevel = Union[Def, Edef, Gdef, RuleDecl, Comment]
+TopLevel = Def | Edef | Gdef | RuleDecl | Comment
 
 
 @dataclass
@@ -428,7 +427,9 @@ def _name(s: SExp) -> str:
     """A (possibly structured) function name as text: ``f``, ``[fwd [f Float]]``."""
     if isinstance(s, Atom):
         return s.text
-    inner = " ".join(_name(x) if isinstance(x, SList) and x.bracket else _sexp_text(x) for x in s.items)
+    inner = " ".join(
+        _name(x) if isinstance(x, SList) and x.bracket else _sexp_text(x) for x in s.items
+    )
     return f"[{inner}]" if s.bracket else f"({inner})"
 
 
@@ -650,7 +651,9 @@ def print_expr(e: Expr, indent: int = 0, width: int = 88) -> str:
         b = f"(({lhs} {rhs}))" if e.tupled else f"({lhs} {rhs})"
         return f"(let {b}\n{pad}{print_expr(e.body, indent + 2, width)})"
     if isinstance(e, Lam):
-        return f"(lam ({e.var} : {print_type(e.type)})\n{pad}{print_expr(e.body, indent + 2, width)})"
+        return (
+            f"(lam ({e.var} : {print_type(e.type)})\n{pad}{print_expr(e.body, indent + 2, width)})"
+        )
     if isinstance(e, If):
         parts = [print_expr(x, indent + 2, width) for x in (e.cond, e.then, e.other)]
         return "(if " + f"\n{pad}".join(parts) + ")"
