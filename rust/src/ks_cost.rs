@@ -5,8 +5,8 @@
 //! 1, `index` 1, `size` 1, `sum` `assumed_vector_size - 1` = 15, `let` 0.1 (also per tuple
 //! element), tuple selection 0, constants and variables 0, `if` 1 + condition + the
 //! costlier branch + 0.0001 x the cheaper one, `assert` 1, `build` 2 (`build_malloc_cost`)
-//! + size + 16 x body, `sumbuild` 15 x (scalars in the body) + size + 16 x body, a call
-//! 2 (`apply_cost`) + arguments + the callee's cost (a user function's body, a `cost$f`
+//! plus size plus 16 x body, `sumbuild` 15 x (scalars in the body) plus size plus 16 x
+//! body, a call 2 (`apply_cost`) plus arguments plus the callee's cost (a user function's body, a `cost$f`
 //! definition, or 7 for other declared functions). Costs are unitless (RLO's units); a
 //! program's cost is its tree cost: shared sub-terms count once per occurrence (sharing is
 //! only what `let` makes explicit).
