@@ -192,6 +192,11 @@ def optimize(
             for_path(output)  # an unsupported suffix fails before the work
         shapes = _input_shapes(input_shape)
         graph = tensat_py.load(target, input_shapes=shapes) if shapes else tensat_py.load(target)
+        if getattr(graph, "meta", {}).get("frontend") == "knossos":
+            _optimize_ks(
+                graph, rules, node_limit, iter_limit, time_limit, no_verify, as_json, output
+            )
+            return
         result = tensat_py.optimize(
             graph,
             rules=rules,
@@ -229,6 +234,46 @@ def optimize(
     if strict and result.extraction_status == "fallback-unverified":
         click.echo(f"error: {result.message}", err=True)
         sys.exit(EXIT_UNVERIFIED)
+
+
+def _optimize_ks(
+    prog: Any,
+    rules: str | None,
+    node_limit: int,
+    iter_limit: int,
+    time_limit: float,
+    no_verify: bool,
+    as_json: bool,
+    output: str | None,
+) -> None:
+    """``tensat optimize prog.ks``: every def, RLO cost model, Knossos rule files."""
+    import tensat_py
+    from tensat_py.frontends.knossos import optimize_program
+
+    res = optimize_program(
+        prog,
+        rules=rules,
+        node_limit=min(node_limit, 20_000),
+        iter_limit=iter_limit,
+        time_limit=min(time_limit, 8.0),
+        verify=not no_verify,
+    )
+    if output:
+        tensat_py.save(res.program, output)
+    if as_json:
+        click.echo(json.dumps(res.to_json()))
+        return
+    table = Table(title="tensat optimize (Knossos, RLO cost)")
+    for col in ("def", "cost before", "cost after", "status", "seconds"):
+        table.add_column(col)
+    for d in res.defs:
+        table.add_row(
+            d.name, f"{d.cost_before:.1f}", f"{d.cost_after:.1f}", d.status, f"{d.seconds:.2f}"
+        )
+    table.add_row("total", f"{res.cost_before:.1f}", f"{res.cost_after:.1f}", "", "")
+    Console().print(table)
+    if output:
+        Console().print(f"wrote {output}")
 
 
 def _opaque_ops(graph: Any) -> dict[str, int]:

@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod cycles;
 pub mod extract;
+pub mod ks_cost;
 pub mod lang;
 pub mod rules;
 pub mod saturate;

@@ -186,6 +186,7 @@ impl TypeChecker {
             Data::Float(_) => "float",
             Data::List(_) => "list",
             Data::Sym(_) => "sym",
+            Data::Ks(_) => "ks",
             Data::Invalid(_) => "invalid",
         })
     }
@@ -428,6 +429,14 @@ impl EGraph {
         Ok(self.ex.egraph.find(x) == self.ex.egraph.find(y))
     }
 
+    /// The cheapest program under RLO's cost model (`crate::ks_cost`): `(cost, term)`,
+    /// the term in the e-graph's s-expression text. `functions` maps a called function's
+    /// name to the cost of calling it (besides the call overhead and the arguments).
+    fn extract_rlo(&self, functions: std::collections::HashMap<String, f64>) -> (f64, String) {
+        let (cost, expr) = crate::ks_cost::extract(&self.ex.egraph, self.ex.root, &functions);
+        (cost, expr.to_string())
+    }
+
     /// Export for extraction (see the module docs): dense class ids, e-nodes with their
     /// class and child classes, the filter list and each class's analysis data.
     fn export<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -480,6 +489,10 @@ impl EGraph {
                     d.set_item("dtype", p.0.dtype.name())?;
                     d.set_item("constant", p.0.constant && p.1.constant)?;
                 }
+                Data::Ks(k) => {
+                    d.set_item("kind", "ks")?;
+                    d.set_item("type", k.ty.to_string())?;
+                }
                 Data::Invalid(e) => {
                     d.set_item("kind", "invalid")?;
                     d.set_item("value", e)?;
@@ -497,6 +510,20 @@ impl EGraph {
         out.set_item("classes", classes)?;
         Ok(out)
     }
+}
+
+/// RLO's cost of a Knossos term given as a flat node list (see `EGraph`), with callee
+/// costs `functions`; raises `ValueError` on an ill-typed term.
+#[pyfunction]
+fn rlo_cost(
+    nodes: Vec<(String, Vec<usize>)>,
+    functions: std::collections::HashMap<String, f64>,
+) -> PyResult<f64> {
+    let expr = flat_to_expr(&nodes)?;
+    if let Some((i, msg)) = Explorer::type_errors(&expr) {
+        return Err(PyValueError::new_err(format!("node {i}: {msg}")));
+    }
+    Ok(crate::ks_cost::cost_of(&expr, &functions))
 }
 
 impl EGraph {
@@ -537,6 +564,7 @@ fn flat_to_expr(nodes: &[(String, Vec<usize>)]) -> PyResult<RecExpr<Mdl>> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(signatures, m)?)?;
     m.add_function(wrap_pyfunction!(operators, m)?)?;
+    m.add_function(wrap_pyfunction!(rlo_cost, m)?)?;
     m.add_class::<TypeChecker>()?;
     m.add_class::<RuleSet>()?;
     m.add_class::<EGraph>()?;

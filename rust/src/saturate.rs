@@ -453,6 +453,7 @@ fn same_type(a: &Data, b: &Data) -> bool {
     match (a, b) {
         (Data::Tensor(x), Data::Tensor(y)) => x.dtype == y.dtype && x.shape == y.shape,
         (Data::Pair(x), Data::Pair(y)) => x.0.shape == y.0.shape && x.1.shape == y.1.shape,
+        (Data::Ks(x), Data::Ks(y)) => x.ty == y.ty,
         _ => a == b,
     }
 }

@@ -26,6 +26,10 @@ def get_cost_model(name: str = "roofline", device: str = "t4") -> Any:
     key = name.lower()
     if key == "roofline":
         return RooflineCostModel(device)
+    if key == "rlo":
+        from tensat_py.cost.rlo import RloCostModel
+
+        return RloCostModel()
     if key in ("profile", "learned"):
         try:
             mod = importlib.import_module(f"tensat_py.cost.{key}")
@@ -35,4 +39,4 @@ def get_cost_model(name: str = "roofline", device: str = "t4") -> Any:
         if factory is None:
             raise ValueError(f"tensat_py.cost.{key} has no get_cost_model/CostModel")
         return factory(device)
-    raise ValueError(f"unknown cost model '{name}'; known: roofline, profile, learned")
+    raise ValueError(f"unknown cost model '{name}'; known: roofline, rlo, profile, learned")

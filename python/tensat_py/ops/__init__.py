@@ -178,4 +178,4 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from tensat_py.ops import taso, tensor  # noqa: F401  (registers the dialects)
+        from tensat_py.ops import knossos, taso, tensor  # noqa: F401  (registers the dialects)
