@@ -110,10 +110,22 @@ def _load_ks(path: Any, **options: Any) -> Any:
     return load(path, **options)
 
 
+def _load_hlo(path: Any, **options: Any) -> Graph:
+    from tensat_py.frontends.hlo import load
+
+    return load(path, **options)
+
+
 def _save_ks(program: Any, path: Any, *, source: Any = None) -> Path:
     from tensat_py.frontends.knossos import save
 
     return save(program, path, source=source)
+
+
+def _save_hlo(graph: Graph, path: Any, *, source: Graph | None = None) -> Path:
+    from tensat_py.frontends.hlo import save
+
+    return save(graph, path, source=source)
 
 
 _loaded = False
@@ -136,3 +148,4 @@ def _load() -> None:
             "rlo",
         )
     )
+    register(Frontend("hlo", (".hlo",), _load_hlo, _save_hlo, "tensor+hlo"))

@@ -19,6 +19,7 @@
 //! assert_eq!(expr.to_string(), "(transpose (input x@2_3:float16) [1,0])");
 //! ```
 
+pub mod hlo;
 pub mod knossos;
 pub mod taso;
 pub mod tensor;
@@ -232,7 +233,12 @@ pub struct Dialect {
 }
 
 /// Every dialect of the language, in registry order.
-pub const DIALECTS: &[&Dialect] = &[&taso::DIALECT, &tensor::DIALECT, &knossos::DIALECT];
+pub const DIALECTS: &[&Dialect] = &[
+    &taso::DIALECT,
+    &tensor::DIALECT,
+    &knossos::DIALECT,
+    &hlo::DIALECT,
+];
 
 struct Registry {
     decls: Vec<(&'static Dialect, &'static OpDecl)>,
