@@ -174,7 +174,7 @@ mod tests {
                 ),
                 (
                     0,
-                    4,
+                    5,
                     "(ewadd (relu (relu (input x@2))) (relu (input x@2)))".into()
                 ),
             ]
