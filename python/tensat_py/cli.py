@@ -75,6 +75,13 @@ def main() -> None:
 @click.option("--dump-egraph", type=click.Path(dir_okay=False), help="Write the e-graph as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option(
+    "--policy",
+    type=click.Choice(["default", "learned", "astar"]),
+    default="default",
+    show_default=True,
+    help="Rule choice (tensat_py.policies); learned/astar need the 'learn' extra.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
@@ -95,6 +102,7 @@ def optimize(
     no_verify: bool,
     dump_egraph: str | None,
     as_json: bool,
+    policy: str,
     output: str | None,
 ) -> None:
     """Optimise TARGET: a zoo name (bert, nasrnn, ...), a .model or an .onnx file."""
@@ -120,10 +128,11 @@ def optimize(
             device=device,
             verify=not no_verify,
             dump_egraph=dump_egraph,
+            **({"policy": policy} if policy != "default" else {}),
         )
         if output:
             tensat_py.save(result.graph, output, source=graph)
-    except (ValueError, FileNotFoundError, OSError) as e:
+    except (ValueError, FileNotFoundError, OSError, ImportError) as e:
         _fail(str(e))
         return
     opaque = _opaque_ops(result.graph)

@@ -143,6 +143,7 @@ def optimize(
     device: str = "t4",
     verify: bool = True,
     dump_egraph: str | Path | None = None,
+    policy: str | Any = "default",
 ) -> OptimizeResult:
     """Optimises a tensor program by equality saturation and extraction.
 
@@ -169,6 +170,10 @@ def optimize(
             the optimised one only if its outputs agree (``tensat_py.verify``'s float64
             tolerance, far tighter than the 1e-4 float32 bound).
         dump_egraph: write the saturated e-graph as egraph-serialize JSON to this path.
+        policy: rule choice (:mod:`tensat_py.policies`): ``"default"`` (Tensat's schedule),
+            ``"learned"`` (learned multi-pattern matches past ``k_multi``; never worse than
+            the default, which it also runs and falls back to, saying so), ``"astar"``
+            (A* over rewrite sequences with the learned value function), or a policy object.
 
     Returns:
         an :class:`OptimizeResult`; ``cost_after <= cost_before`` always.
@@ -177,6 +182,11 @@ def optimize(
         ValueError: on an ill-typed graph, a bad option, or a rule file syntax error.
         FileNotFoundError: when the rule file does not exist.
     """
+    if isinstance(policy, str) and policy != "default":
+        from tensat_py.policies.run import optimize_with_policy
+
+        kw = {k: v for k, v in locals().items() if k not in ("graph", "policy")}
+        return optimize_with_policy(graph, policy, kw)
     from tensat_py.frontends import defaults_for
 
     fe = defaults_for(graph)
@@ -197,6 +207,7 @@ def optimize(
             iter_limit=iter_limit,
             time_limit=time_limit,
             cycle_filter=cycle_filter,
+            policy=None if isinstance(policy, str) else policy,
         )
     )
     start = time.perf_counter()
