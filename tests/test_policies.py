@@ -121,7 +121,8 @@ def test_policy_view_carries_matches_and_the_export_on_request() -> None:
     eg.saturate(load_rules("taso"), iter_limit=2, policy=Spy())
     assert len(seen) == 1
     v = seen[0]
-    assert len(v["rules"]) == len(v["classes"]) == len(v["substs"]) > 0
+    assert len(v["rules"]) == len(v["classes"]) == len(v["substs"]) == len(v["new_nodes"]) > 0
+    assert all(n >= -1 for n in v["new_nodes"]) and max(v["new_nodes"]) > 0
     ids = set(v["export"]["class_id"])
     assert all(c in ids for cs in v["classes"] for c in cs)
     cost, used = best_program(v["export"], [1.0] * len(v["export"]["node_op"]))
@@ -273,3 +274,14 @@ def test_rewrite_env_takes_knossos_terms_under_rlo_cost() -> None:
     _, r, *_ = env.step(names.index("mul_one"))
     _, r2, *_ = env.step(names.index("div_by_self"))
     assert r + r2 == pytest.approx(4.0)
+
+
+def test_cli_astar_policy_optimises_knossos_defs_no_worse_than_saturation(tmp_path: Path) -> None:
+    src = tmp_path / "f.ks"
+    src.write_text("(def f Float ((x : Float)) (add (div (mul 1.0 x) x) (mul x 0.0)))\n")
+    runner = CliRunner()
+    plain = runner.invoke(main, ["optimize", str(src), "--json"])
+    got = runner.invoke(main, ["optimize", str(src), "--policy", "astar", "--json"])
+    assert plain.exit_code == 0 and got.exit_code == 0, got.output
+    a, b = json.loads(plain.output), json.loads(got.output)
+    assert b["cost_after"] <= a["cost_after"] < a["cost_before"]

@@ -112,7 +112,15 @@ def optimize(
         graph = tensat_py.load(target)
         if getattr(graph, "meta", {}).get("frontend") == "knossos":
             _optimize_ks(
-                graph, rules, node_limit, iter_limit, time_limit, no_verify, as_json, output
+                graph,
+                rules,
+                node_limit,
+                iter_limit,
+                time_limit,
+                no_verify,
+                as_json,
+                output,
+                policy,
             )
             return
         result = tensat_py.optimize(
@@ -157,11 +165,15 @@ def _optimize_ks(
     no_verify: bool,
     as_json: bool,
     output: str | None,
+    policy: str = "default",
 ) -> None:
-    """``tensat optimize prog.ks``: every def, RLO cost model, Knossos rule files."""
+    """``tensat optimize prog.ks``: every def, RLO cost model, Knossos rule files
+    (``--policy astar``: then A* with the learned value function, kept where cheaper)."""
     import tensat_py
     from tensat_py.frontends.knossos import optimize_program
 
+    if policy == "astar":
+        from tensat_py.policies.astar import optimize_ks_program as optimize_program
     res = optimize_program(
         prog,
         rules=rules,

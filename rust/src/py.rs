@@ -625,6 +625,11 @@ impl PyPolicy<'_> {
             })
             .collect();
         v.set_item("substs", substs)?;
+        let new_nodes: Vec<i64> = found
+            .iter()
+            .map(|f| f.new_nodes.map_or(-1, |n| n as i64))
+            .collect();
+        v.set_item("new_nodes", new_nodes)?;
         v.set_item(
             "export",
             if with_export {

@@ -200,6 +200,9 @@ pub struct Found {
     pub classes: Vec<Id>,
     /// The substitution, variables in order of first appearance in the sources.
     pub subst: Vec<(Var, Id)>,
+    /// E-nodes the application would add (0: every target already exists, so it can at
+    /// most merge e-classes); `None` when a target does not type-check.
+    pub new_nodes: Option<usize>,
 }
 
 /// Tensat's schedule: all rules, multi-pattern rules in the first `k_multi` iterations.
@@ -244,7 +247,7 @@ struct Application<'r> {
 }
 
 impl Application<'_> {
-    fn found(&self, rule_index: &FxHashMap<*const Rule, usize>) -> Found {
+    fn found(&self, egraph: &EG, rule_index: &FxHashMap<*const Rule, usize>) -> Found {
         let mut subst: Vec<(Var, Id)> = Vec::new();
         for p in &self.rule.sources {
             for v in p.vars() {
@@ -255,10 +258,21 @@ impl Application<'_> {
                 }
             }
         }
+        let mut new_nodes = Some(0);
+        for (target, &class) in self.rule.targets.iter().zip(&self.classes) {
+            match plan(egraph, target, &self.subst) {
+                Some(p) if same_type(&egraph[class].data, p.root_data(egraph)) => {
+                    let n = p.slots.iter().filter(|s| matches!(s, Slot::New(_))).count();
+                    new_nodes = new_nodes.map(|m| m + n);
+                }
+                _ => new_nodes = None,
+            }
+        }
         Found {
             rule: rule_index[&(self.rule as *const Rule)],
             classes: self.classes.clone(),
             subst,
+            new_nodes,
         }
     }
 }
@@ -380,7 +394,10 @@ impl Explorer {
             }
             stats.search_seconds += t.elapsed().as_secs_f64();
             if policy.selects(life) {
-                let found: Vec<Found> = apps.iter().map(|a| a.found(&rule_index)).collect();
+                let found: Vec<Found> = apps
+                    .iter()
+                    .map(|a| a.found(&self.egraph, &rule_index))
+                    .collect();
                 if let Some(keep) = policy.select(self, life, &found) {
                     let mut k = keep.into_iter();
                     apps.retain(|_| k.next().unwrap_or(false));
@@ -1039,6 +1056,34 @@ mod tests {
         fn select(&mut self, _: &Explorer, _: usize, found: &[Found]) -> Option<Vec<bool>> {
             Some(found.iter().map(|f| f.rule == self.0).collect())
         }
+    }
+
+    /// Records the new e-nodes each match offered would add, applying everything.
+    struct Novelty(Vec<Vec<Option<usize>>>);
+
+    impl Policy for Novelty {
+        fn selects(&mut self, _: usize) -> bool {
+            true
+        }
+        fn select(&mut self, _: &Explorer, _: usize, found: &[Found]) -> Option<Vec<bool>> {
+            self.0.push(found.iter().map(|f| f.new_nodes).collect());
+            None
+        }
+    }
+
+    #[test]
+    fn matches_offered_to_a_policy_say_how_many_enodes_they_add() {
+        let rules = "comm: (ewadd ?x ?y) => (ewadd ?y ?x)\n\
+            bad: (ewadd ?x ?y) => (matmul 0 ?x ?y)";
+        let prog = "(ewadd (input a@2_3) (input b@2_3))";
+        let rs = parse(rules, "t.rules").unwrap();
+        let mut ex = Explorer::new(&prog.parse().unwrap());
+        let mut p = Novelty(vec![]);
+        ex.run_with(&rs, &Config::default(), &mut p);
+        // Iteration 1: comm adds one e-node, bad is ill-typed; iteration 2: both orders
+        // of the sum exist, comm adds nothing.
+        assert_eq!(p.0[0], vec![Some(1), None]);
+        assert_eq!(p.0[1], vec![Some(0), Some(0), None, None]);
     }
 
     #[test]

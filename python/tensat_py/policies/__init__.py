@@ -104,6 +104,13 @@ def best_program(export: Mapping[str, Any], costs: list[float]) -> tuple[float, 
     its DAG cost (unit of ``costs``, seconds for the tensor cost models) and the dense
     e-classes it uses. ``costs`` has one entry per e-node (``cost_model.costs_for_export``).
     """
+    cost, used, _ = best_choice(export, costs)
+    return cost, used
+
+
+def best_choice(export: Mapping[str, Any], costs: list[float]) -> tuple[float, set[int], list[int]]:
+    """As :func:`best_program`, plus the chosen e-node of every dense e-class (-1 where
+    none is reached)."""
     from tensat_py import _core
 
     n = len(export["node_op"])
@@ -134,7 +141,7 @@ def best_program(export: Mapping[str, Any], costs: list[float]) -> tuple[float, 
             continue
         used.add(c)
         stack.extend(export["node_children"][choice[c]])
-    return cost, used
+    return cost, used, list(choice)
 
 
 def get_policy(name: str | Any, **options: Any) -> Any:

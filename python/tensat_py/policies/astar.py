@@ -371,10 +371,99 @@ def split_of(expr: str, test_fraction: float = 0.2) -> str:
     return "test" if (h % 1000) < test_fraction * 1000 else "train"
 
 
-def eqsat_cost(term: Term, ruleset: Any, iter_limit: int = 15, node_limit: int = 20_000) -> float:
-    """Equality saturation's answer for a Knossos term: saturate, extract under RLO cost."""
+def eqsat_cost(
+    term: Term,
+    ruleset: Any,
+    iter_limit: int = 12,
+    node_limit: int = 20_000,
+    time_limit: float = 8.0,
+) -> float:
+    """Equality saturation's answer for a Knossos term, with the Knossos front end's
+    settings (``optimize_program``: no multi-pattern rules, no cycle filtering, 12
+    iterations, 20,000 e-nodes, 8 s): saturate, extract under RLO's cost."""
     from tensat_py import _core
 
     eg = _core.EGraph(list(term))
-    eg.saturate(ruleset, iter_limit=iter_limit, node_limit=node_limit, time_limit=30.0)
+    eg.saturate(
+        ruleset,
+        k_multi=0,
+        iter_limit=iter_limit,
+        node_limit=node_limit,
+        time_limit=time_limit,
+        cycle_filter="none",
+    )
     return float(eg.extract_rlo({})[0])
+
+
+def optimize_ks_program(
+    prog: Any,
+    value: Any = None,
+    budget: int = 2000,
+    depth: int = 10,
+    verify: bool = True,
+    **eqsat: Any,
+) -> Any:
+    """``tensat optimize prog.ks --policy astar``: every def by equality saturation (the
+    Knossos front end's ``optimize_program``, options ``eqsat``), then by A* over rewrite
+    sequences with ``value`` (default: the shipped learned value function, else the
+    untrained one); a def keeps A*'s body only when it is cheaper and, with ``verify``,
+    evaluates like the original. Never worse than equality saturation alone."""
+    from dataclasses import replace
+
+    from tensat_py import _core
+    from tensat_py.frontends.knossos import (
+        DEFAULT_RULES,
+        KsProgram,
+        _inline_rules,
+        evaluate,
+        function_costs,
+        optimize_program,
+    )
+    from tensat_py.frontends.knossos.lower import Untranslatable, lower, raise_term, signatures
+    from tensat_py.frontends.knossos.syntax import Def, Program
+    from tensat_py.pipeline import load_rules
+
+    res = optimize_program(prog, verify=verify, **eqsat)
+    if value is None:
+        try:
+            value = LearnedValue.load()
+        except (ImportError, FileNotFoundError):
+            value = ZeroValue()
+    p = res.program.program
+    orig = prog.program
+    sigs = signatures(orig)
+    costs = function_costs(orig)
+    base = load_rules(eqsat.get("rules") or DEFAULT_RULES)
+    inline_text = _inline_rules(orig, sigs)
+    ruleset = (
+        _core.RuleSet.union([base, _core.RuleSet.parse(inline_text, "<inline_call>")])
+        if inline_text.strip()
+        else base
+    )
+    items = list(p.items)
+    by_name = {d.name: i for i, d in enumerate(orig.items) if isinstance(d, Def)}
+    for k, r in enumerate(res.defs):
+        i = by_name.get(r.name)
+        if i is None or r.status == "untranslatable":
+            continue
+        item = orig.items[i]
+        try:
+            nodes, _ = lower(item, sigs)
+        except Untranslatable:
+            continue
+
+        def cost(t: Term) -> float:
+            return float(_core.rlo_cost(list(t), costs))
+
+        found = astar(as_term(nodes), ruleset, cost, value, depth=depth, budget=budget)
+        if found.best_cost >= r.cost_after - 1e-9:
+            continue
+        new_def = Def(
+            item.name, item.ret, item.params, raise_term(term_text(found.best)), item.line
+        )
+        if verify and not evaluate.compare_defs(orig, item, new_def)[0]:
+            continue
+        items[i] = new_def
+        res.defs[k] = replace(r, cost_after=found.best_cost, status="astar")
+    res.program = KsProgram(Program(items, p.file), dict(res.program.meta))
+    return res

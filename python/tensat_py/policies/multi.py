@@ -8,12 +8,16 @@ iterations ``k_multi .. k_multi + extra - 1`` too, but admits only the matches a
 gradient-boosted classifier (LightGBM) scores above a threshold, at most ``max_admit`` of
 them per iteration; every single-pattern match is applied as usual.
 
-**Features** of a match (:func:`match_features`, instance-independent as PolyGym and
-CompilerGym ask of actions): the rule's index, how many of its matched e-classes and of its
-variables' e-classes the current best program uses (greedy DAG extraction under the cost
-model), the log2 element counts of the matched tensors, how many matched e-classes are
-weight-only, whether the two matched tensors have one shape, and the log of the rule's
-match count and of the e-graph size.
+**Features** of a match (:func:`match_features`, independent of the rule's index and of
+the program, as PolyGym and CompilerGym ask of actions, so that they carry over to a model
+left out of training): how many of its matched e-classes and of its variables' e-classes
+the current best program uses (greedy DAG extraction under the cost model), the log2
+element counts of the matched tensors, how many matched e-classes are weight-only, whether
+the two matched tensors have one shape, the log of the rule's match count and of the
+e-graph size, the share of weight-only variables (a concat of weights is free at
+inference), the e-nodes in the matched e-classes, the cost of their best e-nodes, whether
+an earlier merge (a split) is among them, the operator of their best e-nodes, and how many
+e-nodes the match would add (0: its targets exist already; -1: they do not type-check).
 
 **Labels** (:func:`label_matches`): a match is useful when a program extracted at the end
 of the exploration that admitted every match (Tensat at ``k_multi + extra``) uses an
@@ -38,6 +42,8 @@ import numpy as np
 
 __all__ = [
     "FEATURES",
+    "MODEL_FEATURES",
+    "predict",
     "LearnedMultiPolicy",
     "MODEL_PATH",
     "RecordingPolicy",
@@ -49,9 +55,11 @@ __all__ = [
 #: The shipped classifier (LightGBM text model), trained on the eight zoo models.
 MODEL_PATH = Path(__file__).with_name("multi_policy.txt")
 
+#: Operators named in the ``best_op`` features (others are -1).
+_OPS = ("matmul", "conv2d", "ewadd", "ewmul", "relu", "concat", "split_0", "split_1")
+
 #: Feature names, in column order.
 FEATURES = (
-    "rule",
     "matched_in_best",
     "vars_in_best_frac",
     "log2_numel_0",
@@ -60,7 +68,31 @@ FEATURES = (
     "same_shape",
     "log_rule_matches",
     "log_enodes",
+    "const_vars_frac",
+    "log_class_nodes",
+    "log10_best_cost",
+    "split_in_matched",
+    "best_op_0",
+    "best_op_1",
+    "new_nodes",
 )
+
+#: The columns the classifier reads: those that do not identify the program (the e-graph's
+#: size, element counts, costs and match counts do, and leave-one-model-out showed the
+#: classifier keying on them).
+MODEL_FEATURES = (
+    "matched_in_best",
+    "vars_in_best_frac",
+    "constant_matched",
+    "same_shape",
+    "const_vars_frac",
+    "log_class_nodes",
+    "split_in_matched",
+    "best_op_0",
+    "best_op_1",
+    "new_nodes",
+)
+_COLS = [FEATURES.index(f) for f in MODEL_FEATURES]
 
 
 def _numel(cls: Mapping[str, Any]) -> float:
@@ -77,39 +109,77 @@ def match_features(
 ) -> tuple[np.ndarray, list[int]]:
     """Features (rows in :data:`FEATURES` order) of the multi-pattern matches of ``view``
     (a policy view with its ``export``) and the indices of those matches in the view.
-    ``costs`` prices the export's e-nodes (seconds)."""
-    from tensat_py.policies import best_program
+    ``costs`` prices the export's e-nodes (seconds). Vectorised over the matches."""
+    from tensat_py.policies import best_choice
 
     export = view["export"]
-    dense = {cid: i for i, cid in enumerate(export["class_id"])}
-    _, used = best_program(export, list(costs))
+    rules = np.asarray(view["rules"], dtype=np.int64)
+    mask = np.isin(rules, np.fromiter(multi_rules, dtype=np.int64, count=len(multi_rules)))
+    idx = np.flatnonzero(mask).tolist()
+    if not idx:
+        return np.zeros((0, len(FEATURES))), []
+    ids = np.asarray(export["class_id"], dtype=np.int64)
+    dense = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+    dense[ids] = np.arange(len(ids))
+    _, used_set, choice_l = best_choice(export, list(costs))
+    nc = len(ids)
+    used = np.zeros(nc + 1, dtype=bool)  # index nc: "no class"
+    used[list(used_set)] = True
+    choice = np.asarray(choice_l + [-1], dtype=np.int64)
     classes = export["classes"]
-    idx = [i for i, r in enumerate(view["rules"]) if r in multi_rules]
-    per_rule: dict[int, int] = {}
-    for i in idx:
-        per_rule[view["rules"][i]] = per_rule.get(view["rules"][i], 0) + 1
-    rows = []
-    log_en = math.log1p(view["enodes"])
-    for i in idx:
-        mc = [dense.get(c, -1) for c in view["classes"][i]]
-        vc = [dense.get(c, -1) for _, c in view["substs"][i]]
-        info = [classes[c] if c >= 0 else {} for c in mc]
-        numels = [math.log2(max(_numel(x), 1.0)) for x in info] + [0.0, 0.0]
-        shapes = [tuple(x.get("shape") or ()) for x in info]
-        rows.append(
-            [
-                float(view["rules"][i]),
-                float(sum(c in used for c in mc)),
-                float(sum(c in used for c in vc)) / max(len(vc), 1),
-                numels[0],
-                numels[1],
-                float(sum(bool(x.get("constant")) for x in info)),
-                float(len(shapes) >= 2 and shapes[0] == shapes[1]),
-                math.log1p(per_rule[view["rules"][i]]),
-                log_en,
-            ]
-        )
-    return np.asarray(rows, dtype=np.float64).reshape(-1, len(FEATURES)), idx
+    numel = np.log2(np.maximum([_numel(c) for c in classes] + [1.0], 1.0))
+    const = np.asarray([bool(c.get("constant")) for c in classes] + [False])
+    shape_key = np.asarray([hash(tuple(c.get("shape") or ())) for c in classes] + [0])
+    ops = export["node_op"]
+    node_ec = np.asarray(export["node_eclass"], dtype=np.int64)
+    size = np.bincount(node_ec, minlength=nc + 1).astype(np.float64)
+    is_split = np.asarray([op.startswith("split_") for op in ops])
+    split = np.zeros(nc + 1, dtype=bool)
+    split[node_ec[is_split]] = True
+    node_cost = np.asarray(list(costs) + [0.0], dtype=np.float64)
+    best_cost = node_cost[choice]  # choice -1 -> the appended 0
+    op_code = np.asarray([float(_OPS.index(o)) if o in _OPS else -1.0 for o in ops] + [-1.0])
+    best_op = op_code[choice]
+
+    def to_dense(cs: np.ndarray) -> np.ndarray:
+        ok = (cs >= 0) & (cs < len(dense))
+        out = np.full(cs.shape, nc, dtype=np.int64)
+        out[ok] = np.where(dense[cs[ok]] >= 0, dense[cs[ok]], nc)
+        return out
+
+    width = max(len(view["classes"][i]) for i in idx)
+    mc = np.full((len(idx), max(width, 2)), -1, dtype=np.int64)
+    vwidth = max(len(view["substs"][i]) for i in idx)
+    vc = np.full((len(idx), max(vwidth, 1)), -1, dtype=np.int64)
+    for row, i in enumerate(idx):
+        cl = view["classes"][i]
+        mc[row, : len(cl)] = cl
+        sb = view["substs"][i]
+        vc[row, : len(sb)] = [c for _, c in sb]
+    mcd, vcd = to_dense(mc), to_dense(vc)
+    nvars = np.maximum((vc >= 0).sum(axis=1), 1)
+    per_rule = np.bincount(rules[idx])[rules[idx]]
+    bc = best_cost[mcd].sum(axis=1)
+    x = np.column_stack(
+        [
+            used[mcd].sum(axis=1),
+            used[vcd].sum(axis=1) / nvars,
+            numel[mcd[:, 0]],
+            numel[mcd[:, 1]],
+            const[mcd].sum(axis=1),
+            (shape_key[mcd[:, 0]] == shape_key[mcd[:, 1]]) & (mcd[:, 1] < nc),
+            np.log1p(per_rule),
+            np.full(len(idx), math.log1p(view["enodes"])),
+            const[vcd].sum(axis=1) / nvars,
+            np.log1p(size[mcd].sum(axis=1)),
+            np.log10(bc + 1e-9),
+            split[mcd].any(axis=1),
+            best_op[mcd[:, 0]],
+            best_op[mcd[:, 1]],
+            np.asarray(view.get("new_nodes", [0] * len(rules)), dtype=np.float64)[idx],
+        ]
+    ).astype(np.float64)
+    return x, idx
 
 
 class RecordingPolicy:
@@ -225,22 +295,29 @@ def label_matches(
 
 
 def train(x: np.ndarray, y: np.ndarray, seed: int = 0) -> Any:
-    """A LightGBM classifier on match features ``x`` and labels ``y`` (a Booster)."""
+    """A LightGBM classifier on match features ``x`` (all :data:`FEATURES`; it reads
+    :data:`MODEL_FEATURES`) and labels ``y`` (a Booster)."""
     import lightgbm as lgb
 
     params = {
         "objective": "binary",
         "learning_rate": 0.1,
-        "num_leaves": 15,
-        "min_data_in_leaf": 5,
+        "num_leaves": 4,
+        "min_data_in_leaf": 20,
         "feature_fraction": 1.0,
+        "scale_pos_weight": 10.0,
         "verbose": -1,
         "seed": seed,
         "deterministic": True,
         "num_threads": 1,
     }
-    ds = lgb.Dataset(x, label=y, feature_name=list(FEATURES), categorical_feature=["rule"])
-    return lgb.train(params, ds, num_boost_round=60)
+    ds = lgb.Dataset(x[:, _COLS], label=y, feature_name=list(MODEL_FEATURES))
+    return lgb.train(params, ds, num_boost_round=40)
+
+
+def predict(booster: Any, x: np.ndarray) -> np.ndarray:
+    """Probabilities that matches with features ``x`` (all :data:`FEATURES`) are useful."""
+    return np.asarray(booster.predict(x[:, _COLS]))
 
 
 class LearnedMultiPolicy:
@@ -253,8 +330,8 @@ class LearnedMultiPolicy:
         ruleset: the rule set explored (its multi-pattern rules are the candidates).
         cost_model: prices the e-graph for the best-program features.
         extra: iterations past ``k_multi`` in which matches may be admitted (default 1).
-        threshold: least predicted probability admitted (default 0.5).
-        max_admit: most matches admitted per iteration (default 64).
+        threshold: least predicted probability admitted (default 0.3).
+        max_admit: most matches admitted per iteration (default 32).
     """
 
     name = "learned"
@@ -265,8 +342,8 @@ class LearnedMultiPolicy:
         ruleset: Any = None,
         cost_model: Any = None,
         extra: int = 1,
-        threshold: float = 0.5,
-        max_admit: int = 64,
+        threshold: float = 0.3,
+        max_admit: int = 32,
     ) -> None:
         self.booster = booster
         self.ruleset = ruleset
@@ -323,7 +400,7 @@ class LearnedMultiPolicy:
         for i in idx:
             keep[i] = False
         if len(idx):
-            p = np.asarray(self.booster.predict(x))
+            p = predict(self.booster, x)
             order = [j for j in np.argsort(-p, kind="stable") if p[j] >= self.threshold]
             for j in order[: self.max_admit]:
                 keep[idx[j]] = True
