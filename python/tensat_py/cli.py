@@ -133,6 +133,13 @@ def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
 @click.option("--dump-egraph", type=click.Path(dir_okay=False), help="Write the e-graph as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option(
+    "--policy",
+    type=click.Choice(["default", "learned", "astar"]),
+    default="default",
+    show_default=True,
+    help="Rule choice (tensat_py.policies); learned/astar need the 'learn' extra.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
@@ -161,6 +168,7 @@ def optimize(
     no_verify: bool,
     dump_egraph: str | None,
     as_json: bool,
+    policy: str,
     output: str | None,
     strict: bool,
     quiet: bool,
@@ -194,7 +202,15 @@ def optimize(
         graph = tensat_py.load(target, input_shapes=shapes) if shapes else tensat_py.load(target)
         if getattr(graph, "meta", {}).get("frontend") == "knossos":
             _optimize_ks(
-                graph, rules, node_limit, iter_limit, time_limit, no_verify, as_json, output
+                graph,
+                rules,
+                node_limit,
+                iter_limit,
+                time_limit,
+                no_verify,
+                as_json,
+                output,
+                policy,
             )
             return
         result = tensat_py.optimize(
@@ -211,11 +227,15 @@ def optimize(
             verify=not no_verify,
             dump_egraph=dump_egraph,
             progress=not (quiet or as_json),
+            **({"policy": policy} if policy != "default" else {}),
         )
         if output:
             tensat_py.save(result.graph, output, source=graph)
     except VerificationError as e:  # about the program the user gave: name it
         _fail(f"{target}: {_one_line(e)}")
+        return
+    except ImportError as e:  # an optional extra (learned policies) is not installed
+        _fail(_one_line(e))
         return
     except USER_ERRORS as e:
         _fail(_one_line(e))
@@ -245,11 +265,15 @@ def _optimize_ks(
     no_verify: bool,
     as_json: bool,
     output: str | None,
+    policy: str = "default",
 ) -> None:
-    """``tensat optimize prog.ks``: every def, RLO cost model, Knossos rule files."""
+    """``tensat optimize prog.ks``: every def, RLO cost model, Knossos rule files
+    (``--policy astar``: then A* with the learned value function, kept where cheaper)."""
     import tensat_py
     from tensat_py.frontends.knossos import optimize_program
 
+    if policy == "astar":
+        from tensat_py.policies.astar import optimize_ks_program as optimize_program
     res = optimize_program(
         prog,
         rules=rules,

@@ -12,6 +12,7 @@ pub mod ks_cost;
 pub mod lang;
 pub mod rules;
 pub mod saturate;
+pub mod term;
 
 #[cfg(feature = "python")]
 mod py;
