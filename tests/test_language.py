@@ -90,6 +90,8 @@ def test_every_declared_operator_has_a_python_declaration() -> None:
         assert op.dialect == d["dialect"], (name, op.dialect, d["dialect"])
         assert callable(op.evaluate), name
         assert callable(op.cost), name
+        if d["dialect"] == "knossos":  # binders: no ONNX form (docs/knossos.md)
+            continue
         if name not in NO_ONNX_EXPORT:
             assert callable(op.to_onnx), f"`{name}` has no ONNX export"
         if name not in NO_ONNX_IMPORT:

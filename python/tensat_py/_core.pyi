@@ -96,9 +96,16 @@ class EGraph:
     def size(self) -> tuple[int, int]:
         """``(e-nodes, e-classes)``."""
     def equivalent(self, a: Sequence[FlatNode], b: Sequence[FlatNode]) -> bool: ...
+    def extract_rlo(self, functions: Mapping[str, float]) -> tuple[float, str]:
+        """The cheapest program under RLO's cost model: ``(cost, s-expression)``."""
     def export(self) -> dict[str, Any]:
         """``root``, ``num_classes``, ``node_op``, ``node_eclass``, ``node_children``,
         ``filtered`` and ``classes`` (each class's analysis data)."""
+
+def rlo_cost(nodes: Sequence[FlatNode], functions: Mapping[str, float]) -> float:
+    """RLO's cost of a Knossos term (flat node list); callee costs by function name.
+
+    Raises ``ValueError`` on an ill-typed term."""
 
 def greedy_tree(
     node_eclass: Sequence[int],

@@ -139,6 +139,13 @@ def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
 @click.option("--dump-egraph", type=click.Path(dir_okay=False), help="Write the e-graph as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option(
+    "--policy",
+    type=click.Choice(["default", "learned", "astar"]),
+    default="default",
+    show_default=True,
+    help="Rule choice (tensat_py.policies); learned/astar need the 'learn' extra.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
@@ -167,6 +174,7 @@ def optimize(
     no_verify: bool,
     dump_egraph: str | None,
     as_json: bool,
+    policy: str,
     output: str | None,
     strict: bool,
     quiet: bool,
@@ -199,6 +207,19 @@ def optimize(
             for_path(output)  # an unsupported suffix fails before the work
         shapes = _input_shapes(input_shape)
         graph = tensat_py.load(target, input_shapes=shapes) if shapes else tensat_py.load(target)
+        if getattr(graph, "meta", {}).get("frontend") == "knossos":
+            _optimize_ks(
+                graph,
+                rules,
+                node_limit,
+                iter_limit,
+                time_limit,
+                no_verify,
+                as_json,
+                output,
+                policy,
+            )
+            return
         result = tensat_py.optimize(
             graph,
             rules=rules,
@@ -214,11 +235,15 @@ def optimize(
             verify=not no_verify,
             dump_egraph=dump_egraph,
             progress=not (quiet or as_json),
+            **({"policy": policy} if policy != "default" else {}),
         )
         if output:
             tensat_py.save(result.graph, output, source=graph)
     except VerificationError as e:  # about the program the user gave: name it
         _fail(f"{target}: {_one_line(e)}")
+        return
+    except ImportError as e:  # an optional extra (learned policies) is not installed
+        _fail(_one_line(e))
         return
     except USER_ERRORS as e:
         _fail(_one_line(e))
@@ -237,6 +262,50 @@ def optimize(
     if strict and result.extraction_status == "fallback-unverified":
         click.echo(f"error: {result.message}", err=True)
         sys.exit(EXIT_UNVERIFIED)
+
+
+def _optimize_ks(
+    prog: Any,
+    rules: str | None,
+    node_limit: int,
+    iter_limit: int,
+    time_limit: float,
+    no_verify: bool,
+    as_json: bool,
+    output: str | None,
+    policy: str = "default",
+) -> None:
+    """``tensat optimize prog.ks``: every def, RLO cost model, Knossos rule files
+    (``--policy astar``: then A* with the learned value function, kept where cheaper)."""
+    import tensat_py
+    from tensat_py.frontends.knossos import optimize_program
+
+    if policy == "astar":
+        from tensat_py.policies.astar import optimize_ks_program as optimize_program
+    res = optimize_program(
+        prog,
+        rules=rules,
+        node_limit=min(node_limit, 20_000),
+        iter_limit=iter_limit,
+        time_limit=min(time_limit, 8.0),
+        verify=not no_verify,
+    )
+    if output:
+        tensat_py.save(res.program, output)
+    if as_json:
+        click.echo(json.dumps(res.to_json()))
+        return
+    table = Table(title="tensat optimize (Knossos, RLO cost)")
+    for col in ("def", "cost before", "cost after", "status", "seconds"):
+        table.add_column(col)
+    for d in res.defs:
+        table.add_row(
+            d.name, f"{d.cost_before:.1f}", f"{d.cost_after:.1f}", d.status, f"{d.seconds:.2f}"
+        )
+    table.add_row("total", f"{res.cost_before:.1f}", f"{res.cost_after:.1f}", "", "")
+    Console().print(table)
+    if output:
+        Console().print(f"wrote {output}")
 
 
 def _opaque_ops(graph: Any) -> dict[str, int]:

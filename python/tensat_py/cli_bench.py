@@ -21,7 +21,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return out
 
 
-@click.command("bench")
+@click.group("bench", invoke_without_command=True)
 @click.option(
     "--models",
     "models_",
@@ -72,7 +72,9 @@ def _split(values: tuple[str, ...]) -> list[str]:
     help="Which tables/figures to produce (1, 6 = Figure 6, 3, 4, 5).",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar (for logs).")
+@click.pass_context
 def bench(
+    ctx: click.Context,
     models_: tuple[str, ...],
     k_multi: tuple[str, ...],
     out: str | None,
@@ -86,8 +88,14 @@ def bench(
     tables: str,
     no_progress: bool,
 ) -> None:
-    """Reproduce the Tensat paper's tables under the roofline cost model."""
+    """Reproduce the Tensat paper's tables under the roofline cost model.
+
+    `tensat bench hlo DIR` runs XLA HLO modules instead (see `tensat bench hlo --help`).
+    """
     from pathlib import Path
+
+    if ctx.invoked_subcommand is not None:
+        return
 
     from tensat_py.bench import ALL_MODELS, QUICK_MODELS, BenchConfig, default_out, run_bench
 
@@ -131,3 +139,59 @@ def bench(
         sys.exit(2)
     click.echo(report.read_text())
     click.echo(f"wrote {report} and the CSV files and plots beside it")
+
+
+@bench.command("hlo")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", default="bench/hlo_bench.md", show_default=True, help="Markdown report.")
+@click.option("-j", "--jobs", default=1, show_default=True, help="Worker processes.")
+@click.option(
+    "--extractor",
+    type=click.Choice(["ilp", "greedy", "greedy-dag"]),
+    default="ilp",
+    show_default=True,
+)
+@click.option("--time-limit", default=10.0, show_default=True, help="Exploration/ILP seconds.")
+@click.option("--node-limit", default=20_000, show_default=True, help="E-node limit.")
+@click.option("--budget", default=2.0, show_default=True, help="Seconds of timed runs per module.")
+@click.option("--timeout", default=900.0, show_default=True, help="Seconds per module.")
+@click.option(
+    "--ray", "ray_address", default=None, help="Ray cluster address ('local': start one)."
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar; one line per module.")
+def bench_hlo(
+    folder: str,
+    out: str,
+    jobs: int,
+    extractor: str,
+    time_limit: float,
+    node_limit: int,
+    budget: float,
+    timeout: float,
+    ray_address: str | None,
+    no_progress: bool,
+) -> None:
+    """Optimise every *.hlo module in FOLDER and run original and optimised through XLA."""
+    from pathlib import Path
+
+    from tensat_py.bench_hlo import HloBenchConfig, markdown, run_hlo_bench
+
+    cfg = HloBenchConfig(
+        folder=Path(folder),
+        out=Path(out),
+        jobs=jobs,
+        extractor=extractor,
+        time_limit=time_limit,
+        node_limit=node_limit,
+        budget_s=budget,
+        timeout_s=timeout,
+        ray_address=ray_address,
+        command="tensat " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+    )
+
+    def log(r: Any) -> None:
+        click.echo(f"{r.module}: {r.status} {r.reason}".rstrip(), err=True)
+
+    rows = run_hlo_bench(cfg, progress=not no_progress, on_row=log if no_progress else None)
+    click.echo(markdown(rows))
+    click.echo(f"wrote {cfg.out}")

@@ -52,7 +52,7 @@ OrderVars = Literal["real", "int"]
 """The ILP's topological-order variables when ``cycle_filter="none"``."""
 Device = Literal["t4", "a100", "h100", "cpu"]
 """Roofline cost-model device preset."""
-CostModelName = Literal["roofline", "profile", "learned"]
+CostModelName = Literal["roofline", "profile", "learned", "rlo"]
 """Cost models known by name (:func:`tensat_py.cost.get_cost_model`)."""
 
 EXTRACTORS: tuple[str, ...] = get_args(Extractor)

@@ -242,6 +242,7 @@ def optimize(
     verify: bool = True,
     dump_egraph: str | Path | None = None,
     progress: bool | PhaseDisplay = False,
+    policy: str | Any = "default",
 ) -> OptimizeResult:
     """Optimises a tensor program by equality saturation and extraction.
 
@@ -276,6 +277,10 @@ def optimize(
         dump_egraph: write the saturated e-graph as egraph-serialize JSON to this path.
         progress: show a spinner on stderr for phases longer than a second (``True``, or a
             :class:`tensat_py.progress.PhaseDisplay`); default off.
+        policy: rule choice (:mod:`tensat_py.policies`): ``"default"`` (Tensat's schedule),
+            ``"learned"`` (learned multi-pattern matches past ``k_multi``; never worse than
+            the default, which it also runs and falls back to, saying so), ``"astar"``
+            (A* over rewrite sequences with the learned value function), or a policy object.
 
     Returns:
         an :class:`OptimizeResult`; ``cost_after <= cost_before`` always, and the
@@ -302,6 +307,11 @@ def optimize(
         cost_model=cost_model,
     )
     graph = _as_graph(graph)
+    if isinstance(policy, str) and policy != "default":
+        from tensat_py.policies.run import optimize_with_policy
+
+        kw = {k: v for k, v in locals().items() if k not in ("graph", "policy", "start")}
+        return optimize_with_policy(graph, policy, kw)
     display = progress if isinstance(progress, PhaseDisplay) else PhaseDisplay(bool(progress))
     deadline = start + time_limit
     if rules is None:
@@ -336,6 +346,7 @@ def optimize(
                 iter_limit=iter_limit,
                 time_limit=explore_limit,
                 cycle_filter=cycle_filter,
+                policy=None if isinstance(policy, str) else policy,
             )
         )
     t = time.perf_counter()

@@ -10,7 +10,11 @@ outputs are compared in order. Runners:
   float32, whatever ``dtype`` says (the float32 tolerance applies). Weights of graphs
   loaded from ONNX keep the model's values; integer inputs are drawn from {0, 1}
   (:func:`tensat_py.runtime.ort_exec.feeds`).
-* ``"auto"`` (default): onnxruntime when either graph has opaque nodes (whose exact
+* ``"xla"``: both graphs are printed as HLO (:mod:`tensat_py.frontends.hlo`) and compiled
+  and run by XLA's CPU client through jaxlib (:mod:`tensat_py.runtime.xla_exec`) in
+  float32; relative tolerance :data:`XLA_TOLERANCE`.
+* ``"auto"`` (default): the front end's runner when it names one (``meta["verify_runner"]``:
+  ``"xla"`` for HLO input); else onnxruntime when either graph has opaque nodes (whose exact
   semantics, including non-float values, only the source runtime knows), NumPy otherwise.
 
 Tolerances (``passed`` uses the relative error):
@@ -57,6 +61,10 @@ def _first_line(e: BaseException) -> str:
 
 #: Relative-error thresholds by dtype.
 TOLERANCES = {"float32": 1e-3, "float64": 1e-9}
+#: Relative tolerance of the XLA runner (HLO input, float32 on XLA's CPU client): both
+#: modules run through XLA's own optimisation pipeline in float32.
+XLA_TOLERANCE = 1e-5
+RUNNERS = ("numpy", "onnxruntime", "xla")
 
 
 @dataclass(frozen=True)
@@ -99,16 +107,26 @@ def reference(
         VerificationError: the runner cannot run ``original``.
     """
     if runner == "auto":
-        runner = "onnxruntime" if original.opaque_nodes() else "numpy"
-    if runner not in ("numpy", "onnxruntime"):
-        raise ValueError(f"unknown runner {runner!r}; use 'auto', 'numpy' or 'onnxruntime'")
-    if runner == "onnxruntime":
+        runner = _auto_runner(original)
+    if runner not in RUNNERS:
+        raise ValueError(f"unknown runner {runner!r}; use 'auto', 'numpy', 'onnxruntime' or 'xla'")
+    if runner in ("onnxruntime", "xla"):
         dtype = "float32"
     if dtype not in TOLERANCES:
         raise ValueError(f"unknown verification dtype {dtype!r}; use 'float32' or 'float64'")
     tol = TOLERANCES[dtype] if tolerance is None else tolerance
+    if runner == "xla" and tolerance is None:
+        tol = XLA_TOLERANCE
+    args: Any = None
     try:
-        if runner == "onnxruntime":
+        if runner == "xla":
+            from tensat_py.frontends.hlo import dumps, random_args
+            from tensat_py.runtime.xla_exec import run_text
+
+            args = random_args(original, seed=seed)
+            feeds = {k: None for k in original.leaf_types()}
+            outputs = run_text(dumps(original), args)
+        elif runner == "onnxruntime":
             from tensat_py.runtime import ort_exec
 
             feeds = ort_exec.feeds(original, seed=seed)
@@ -122,7 +140,17 @@ def reference(
         raise VerificationError(
             f"verification: {runner} cannot run the input program ({_first_line(e)})"
         ) from e
-    return Reference(original, runner, dtype, tol, feeds, list(outputs))
+    return Reference(original, runner, dtype, tol, feeds, list(outputs), args)
+
+
+def _auto_runner(original: Graph, optimized: Graph | None = None) -> str:
+    """The runner for ``original``: its front end's (``meta["verify_runner"]``: ``"xla"``
+    for HLO), else onnxruntime when either graph has opaque ONNX nodes, else NumPy."""
+    chosen = original.meta.get("verify_runner")
+    if isinstance(chosen, str):
+        return chosen
+    opaque = original.opaque_nodes() or (optimized is not None and optimized.opaque_nodes())
+    return "onnxruntime" if opaque else "numpy"
 
 
 @dataclass
@@ -131,11 +159,12 @@ class Reference:
 
     Attributes:
         original: the reference program.
-        runner: ``"numpy"`` or ``"onnxruntime"``.
+        runner: ``"numpy"``, ``"onnxruntime"`` or ``"xla"``.
         dtype: the dtype the feeds were drawn in.
         tolerance: relative-error threshold of :meth:`check`.
         feeds: inputs and weights by name.
         outputs: ``original``'s outputs, in order.
+        args: the XLA runner's positional arguments (None for the other runners).
     """
 
     original: Graph
@@ -144,6 +173,7 @@ class Reference:
     tolerance: float
     feeds: dict[str, Any]
     outputs: list[np.ndarray]
+    args: Any = None
 
     def check(self, optimized: Graph) -> VerifyReport:
         """Runs ``optimized`` on the same feeds and compares its outputs with the
@@ -165,7 +195,12 @@ class Reference:
                 f"output count differs: {len(self.outputs)} vs {len(optimized.outputs)}",
             )
         try:
-            if runner == "onnxruntime":
+            if runner == "xla":
+                from tensat_py.frontends.hlo import dumps
+                from tensat_py.runtime.xla_exec import run_text
+
+                b_out = run_text(dumps(optimized), self.args)
+            elif runner == "onnxruntime":
                 from tensat_py.runtime import ort_exec
 
                 b_out = ort_exec.run(optimized, self.feeds, source=self.original)
@@ -215,7 +250,7 @@ def verify(
         dtype: ``"float32"`` or ``"float64"``.
         tolerance: relative-error threshold; defaults to :data:`TOLERANCES` [dtype]
             (the float32 one for the onnxruntime runner).
-        runner: ``"auto"`` (default), ``"numpy"`` or ``"onnxruntime"`` (see above).
+        runner: ``"auto"`` (default), ``"numpy"``, ``"onnxruntime"`` or ``"xla"`` (see above).
 
     Returns:
         A :class:`VerifyReport`; a mismatch in output count, shape, missing feeds, or an
@@ -227,7 +262,6 @@ def verify(
         VerificationError: the runner cannot run ``original``.
     """
     if runner == "auto":
-        opaque = original.opaque_nodes() or optimized.opaque_nodes()
-        runner = "onnxruntime" if opaque else "numpy"
+        runner = _auto_runner(original, optimized)
     ref = reference(original, seed=seed, dtype=dtype, tolerance=tolerance, runner=runner)
     return ref.check(optimized)

@@ -47,11 +47,19 @@ def _learned(device: str) -> CostModel:
     return LearnedCostModel.for_device(device)
 
 
+def _rlo(device: str) -> CostModel:
+    """RLO's cost model for Knossos programs (device-independent; see cost/rlo.py)."""
+    from tensat_py.cost.rlo import RloCostModel
+
+    return RloCostModel()
+
+
 #: Cost models by name (lower case) -> factory.
 COST_MODELS: dict[str, Factory] = {
     "roofline": RooflineCostModel,
     "profile": _profile,
     "learned": _learned,
+    "rlo": _rlo,
 }
 
 

@@ -104,6 +104,30 @@ def _save_onnx(graph: Graph, path: Any, *, source: Graph | None = None) -> Path:
     return save(graph, path, source=source, weights=weights)
 
 
+def _load_ks(path: Any, **options: Any) -> Any:
+    from tensat_py.frontends.knossos import load
+
+    return load(path, **options)
+
+
+def _load_hlo(path: Any, **options: Any) -> Graph:
+    from tensat_py.frontends.hlo import load
+
+    return load(path, **options)
+
+
+def _save_ks(program: Any, path: Any, *, source: Any = None) -> Path:
+    from tensat_py.frontends.knossos import save
+
+    return save(program, path, source=source)
+
+
+def _save_hlo(graph: Graph, path: Any, *, source: Graph | None = None) -> Path:
+    from tensat_py.frontends.hlo import save
+
+    return save(graph, path, source=source)
+
+
 _loaded = False
 
 
@@ -114,3 +138,14 @@ def _load() -> None:
     _loaded = True
     register(Frontend("taso", (".model",), _load_taso, None, "taso"))
     register(Frontend("onnx", (".onnx",), _load_onnx, _save_onnx, "taso+tensor+general"))
+    register(
+        Frontend(
+            "knossos",
+            (".ks", ".kso"),
+            _load_ks,
+            _save_ks,
+            "knossos_simplify+knossos_binding",
+            "rlo",
+        )
+    )
+    register(Frontend("hlo", (".hlo",), _load_hlo, _save_hlo, "tensor+hlo"))

@@ -38,6 +38,7 @@ __all__ = [
     "onnx_importer",
     "onnx_importers",
     "default_bytes",
+    "attach_hlo",
 ]
 
 
@@ -77,6 +78,9 @@ Evaluate = Callable[[OpContext, Sequence[Any]], Any]
 Cost = Callable[[OpContext], tuple[float, float]]
 #: ``to_onnx(writer, ctx, input_names, output_name)``: append the ONNX node(s).
 ToOnnx = Callable[[Any, OpContext, Sequence[str], str], None]
+#: ``to_hlo(writer, ctx, operand_names) -> result name``: append the HLO instruction(s)
+#: (the writer is :class:`tensat_py.frontends.hlo.translate.HloWriter`).
+ToHlo = Callable[[Any, OpContext, Sequence[str]], str]
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,10 @@ class OpDef:
         onnx_types: ONNX operator types that import into this operator.
         launches_kernel: False for operators that compute nothing at run time (``input``,
             ``reshape``, ``split_0``...): the roofline model charges them nothing.
+        to_hlo: HLO export (:mod:`tensat_py.frontends.hlo`), or None for operators HLO
+            text cannot hold; ``input``/``weight``/``opaque`` are written by the HLO
+            writer itself. Dialect modules may attach it after registering the operator
+            with :func:`attach_hlo`.
     """
 
     name: str
@@ -104,6 +112,7 @@ class OpDef:
     onnx_types: tuple[str, ...] = ()
     launches_kernel: bool = True
     doc: str = field(default="", compare=False)
+    to_hlo: ToHlo | None = None
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -116,6 +125,18 @@ def register(op: OpDef) -> OpDef:
         raise ValueError(f"operator `{op.name}` is registered twice")
     _REGISTRY[op.name] = op
     return op
+
+
+def attach_hlo(table: Mapping[str, ToHlo]) -> None:
+    """Set the ``to_hlo`` of registered operators (``{name: to_hlo}``).
+
+    Raises:
+        KeyError: an operator in ``table`` is not registered.
+    """
+    from dataclasses import replace
+
+    for name, fn in table.items():
+        _REGISTRY[name] = replace(_REGISTRY[name], to_hlo=fn)
 
 
 def get(name: str) -> OpDef:
@@ -178,4 +199,4 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from tensat_py.ops import taso, tensor  # noqa: F401  (registers the dialects)
+        from tensat_py.ops import hlo, knossos, taso, tensor  # noqa: F401  (registers the dialects)

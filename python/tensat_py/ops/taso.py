@@ -1287,3 +1287,92 @@ def import_batchnorm(imp: Any, node: Any) -> None:
         raise imp.Unsupported("parameters are not [C]")
     ids = [_tensor(imp, node, i) for i in range(5)]
     imp.set_output(node, 0, _add(imp, "batchnorm", {}, ids))
+
+
+# ============================================================================ HLO export
+# ``to_hlo(writer, ctx, operand_names) -> name`` (see ``tensat_py.ops.tensor``'s block).
+def _hlo_act(w: Any, ctx: OpContext, name: str, code: int) -> str:
+    out = ctx.output
+    if code == 0:
+        return name
+    if code == 1:
+        return w.emit("logistic", out, [name])
+    if code == 3:
+        return w.emit("tanh", out, [name])
+    zero = w.broadcast(w.constant(0.0, out.dtype), type(out)((), out.dtype), out.shape)  # type: ignore[union-attr]
+    return w.emit("maximum", out, [name, zero])
+
+
+def _hlo_unary_act(code: int) -> Any:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        return _hlo_act(w, ctx, ins[0], code)
+
+    to_hlo.__doc__ = f"HLO form of activation {code}."
+    return to_hlo
+
+
+def _hlo_ew2(opcode: str) -> Any:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        return w.emit(opcode, ctx.output, list(ins))
+
+    to_hlo.__doc__ = f"HLO ``{opcode}`` (equal shapes)."
+    return to_hlo
+
+
+def _hlo_transpose(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``transpose(x), dimensions=perm``."""
+    perm = "{" + ",".join(str(int(p)) for p in ctx.params["perm"]) + "}"
+    return w.emit("transpose", ctx.output, [ins[0]], [("dimensions", perm)])
+
+
+def _hlo_reshape(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``reshape``."""
+    return w.emit("reshape", ctx.output, [ins[0]])
+
+
+def _hlo_matmul(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``dot`` over the last two axes, leading axes batched; then the activation."""
+    r = len(ctx.output.shape)  # type: ignore[union-attr]
+    batch = "{" + ",".join(str(i) for i in range(r - 2)) + "}"
+    attrs = [
+        ("lhs_contracting_dims", "{" + str(r - 1) + "}"),
+        ("rhs_contracting_dims", "{" + str(r - 2) + "}"),
+    ]
+    if r > 2:
+        attrs = [("lhs_batch_dims", batch), ("rhs_batch_dims", batch), *attrs]
+    d = w.emit("dot", ctx.output, list(ins), attrs)
+    return _hlo_act(w, ctx, d, int(ctx.params["act"]))
+
+
+def _hlo_concat(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``concatenate(...), dimensions={axis}``."""
+    return w.emit(
+        "concatenate",
+        ctx.output,
+        list(ins),
+        [("dimensions", "{" + str(int(ctx.params["axis"])) + "}")],
+    )
+
+
+def _attach_hlo() -> None:
+    from tensat_py.ops import attach_hlo
+
+    attach_hlo(
+        {
+            "ewadd": _hlo_ew2("add"),
+            "ewmul": _hlo_ew2("multiply"),
+            "relu": _hlo_unary_act(2),
+            "tanh": _hlo_unary_act(3),
+            "sigmoid": _hlo_unary_act(1),
+            "transpose": _hlo_transpose,
+            "reshape": _hlo_reshape,
+            "matmul": _hlo_matmul,
+            "concat": _hlo_concat,
+            "concat3": _hlo_concat,
+            "concat4": _hlo_concat,
+            "concat5": _hlo_concat,
+        }
+    )
+
+
+_attach_hlo()

@@ -1511,3 +1511,191 @@ def _import_cast(imp: Any, node: Any) -> None:
         _identity(imp, node)
         return
     imp.set_output(node, 0, imp.add("cast", {"dtype": dt}, [imp.input(node, 0)]))
+
+
+# ============================================================================ HLO export
+# ``to_hlo(writer, ctx, operand_names) -> name`` of each operator HLO text can hold; the
+# writer is ``tensat_py.frontends.hlo.translate.HloWriter``. Elementwise operators
+# broadcast their operands to the output shape first (HLO takes equal shapes).
+def _hlo_ew(opcode: str) -> Callable[[Any, OpContext, Sequence[str]], str]:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        return w.elementwise(opcode, ctx, ins)
+
+    to_hlo.__doc__ = f"HLO ``{opcode}``."
+    return to_hlo
+
+
+def _hlo_compare(direction: str) -> Callable[[Any, OpContext, Sequence[str]], str]:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        return w.elementwise("compare", ctx, ins, [("direction", direction)])
+
+    to_hlo.__doc__ = f"HLO ``compare(a, b), direction={direction}``."
+    return to_hlo
+
+
+def _hlo_scalar(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO scalar ``constant``."""
+    return w.constant(ctx.params["value"], ctx.output.dtype)  # type: ignore[union-attr]
+
+
+def _hlo_like(w: Any, ctx: OpContext, value: float) -> str:
+    """A constant ``value`` broadcast to the output shape."""
+    out = ctx.output
+    return w.broadcast(w.constant(value, out.dtype), type(out)((), out.dtype), out.shape)  # type: ignore[union-attr]
+
+
+def _hlo_reciprocal(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``divide(1, x)``."""
+    return w.emit("divide", ctx.output, [_hlo_like(w, ctx, 1.0), ins[0]])
+
+
+def _hlo_reduce(opcode: str) -> Callable[[Any, OpContext, Sequence[str]], str]:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        from tensat_py.ops.hlo import identity
+
+        x = ctx.inputs[0]
+        axes = tuple(int(a) for a in ctx.params["axes"])
+        kind = {"add": "add", "maximum": "max", "minimum": "min", "multiply": "mul"}[opcode]
+        np_name = "float32" if x.dtype == "bfloat16" else x.dtype  # type: ignore[union-attr]
+        init = w.constant(identity(kind, np.dtype(np_name)), x.dtype)  # type: ignore[union-attr]
+        kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)  # type: ignore[union-attr]
+        t = type(ctx.output)(kept, x.dtype)  # type: ignore[union-attr]
+        comp = w.reducer(opcode, x.dtype)  # type: ignore[union-attr]
+        dims = "{" + ",".join(str(a) for a in axes) + "}"
+        r = w.emit("reduce", t, [ins[0], init], [("dimensions", dims), ("to_apply", f"%{comp}")])
+        if ctx.op == "reduce_mean":
+            n = math.prod(x.shape[a] for a in axes)  # type: ignore[union-attr]
+            r = w.emit(
+                "divide", t, [r, w.broadcast(w.constant(n, t.dtype), type(t)((), t.dtype), kept)]
+            )
+        return w.reshape(r, t, ctx.output.shape)  # type: ignore[union-attr]
+
+    to_hlo.__doc__ = f"HLO ``reduce`` with an ``{opcode}`` computation (then reshape for keepdims)."
+    return to_hlo
+
+
+def _hlo_broadcast_to(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``broadcast`` by NumPy's rule."""
+    return w.broadcast(ins[0], ctx.inputs[0], tuple(ctx.output.shape))  # type: ignore[union-attr]
+
+
+def _hlo_slice(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``slice={[start:limit:stride], ...}`` (positive steps; Python bounds resolved)."""
+    x = ctx.inputs[0]
+    spec = [(0, d, 1) for d in x.shape]  # type: ignore[union-attr]
+    p = ctx.params
+    for s, e, a, st in zip(p["starts"], p["ends"], p["axes"], p["steps"], strict=True):
+        start, stop, step = slice(int(s), int(e), int(st)).indices(x.shape[int(a)])  # type: ignore[union-attr]
+        if step < 0:
+            raise ValueError("HLO slice needs positive steps")
+        n = len(range(start, stop, step))
+        spec[int(a)] = (start, start + (n - 1) * step + 1, step)
+    text = "{" + ", ".join(f"[{a}:{b}]" if c == 1 else f"[{a}:{b}:{c}]" for a, b, c in spec) + "}"
+    return w.emit("slice", ctx.output, [ins[0]], [("slice", text)])
+
+
+def _hlo_pad(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``pad(x, value), padding=lo_hi x ...`` (constant mode only)."""
+    if ctx.params["mode"] != "constant":
+        raise ValueError(f"HLO pad has no mode `{ctx.params['mode']}`")
+    x = ctx.inputs[0]
+    pads = [int(v) for v in ctx.params["pads"]]
+    r = len(x.shape)  # type: ignore[union-attr]
+    text = "x".join(f"{pads[i]}_{pads[r + i]}" for i in range(r))
+    value = w.constant(ctx.params["value"], x.dtype)  # type: ignore[union-attr]
+    return w.emit("pad", ctx.output, [ins[0], value], [("padding", text)])
+
+
+def _hlo_cast(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``convert``."""
+    return w.emit("convert", ctx.output, [ins[0]])
+
+
+def _hlo_clip(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``maximum``/``minimum`` with the finite bounds."""
+    out = ctx.output
+    cur = ins[0]
+    lo, hi = float(ctx.params["lo"]), float(ctx.params["hi"])
+    if lo != -math.inf:
+        cur = w.emit("maximum", out, [cur, _hlo_like(w, ctx, lo)])
+    if hi != math.inf:
+        cur = w.emit("minimum", out, [cur, _hlo_like(w, ctx, hi)])
+    return cur
+
+
+def _hlo_softmax(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """max-subtract, exp, sum, divide over one axis."""
+    x = ctx.inputs[0]
+    ax = int(ctx.params["axis"])
+    kept = tuple(d for i, d in enumerate(x.shape) if i != ax)  # type: ignore[union-attr]
+    t = type(x)(kept, x.dtype)  # type: ignore[arg-type, union-attr]
+    dims = "{" + str(ax) + "}"
+    bdims = "{" + ",".join(str(i) for i in range(len(x.shape)) if i != ax) + "}"  # type: ignore[union-attr]
+    m = w.emit(
+        "reduce",
+        t,
+        [ins[0], w.constant(-math.inf, x.dtype)],  # type: ignore[union-attr]
+        [("dimensions", dims), ("to_apply", "%" + w.reducer("maximum", x.dtype))],
+    )  # type: ignore[union-attr]
+    mb = w.emit("broadcast", x, [m], [("dimensions", bdims)])
+    e = w.emit("exponential", x, [w.emit("subtract", x, [ins[0], mb])])
+    s = w.emit(
+        "reduce",
+        t,
+        [e, w.constant(0.0, x.dtype)],  # type: ignore[union-attr]
+        [("dimensions", dims), ("to_apply", "%" + w.reducer("add", x.dtype))],
+    )  # type: ignore[union-attr]
+    return w.emit("divide", x, [e, w.emit("broadcast", x, [s], [("dimensions", bdims)])])
+
+
+def _hlo_softplus(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """``max(x, 0) + log1p(exp(-|x|))`` (no overflow)."""
+    out = ctx.output
+    pos = w.emit("maximum", out, [ins[0], _hlo_like(w, ctx, 0.0)])
+    e = w.emit("exponential", out, [w.emit("negate", out, [w.emit("abs", out, [ins[0]])])])
+    return w.emit("add", out, [pos, w.emit("log-plus-one", out, [e])])
+
+
+def _attach_hlo() -> None:
+    from tensat_py.ops import attach_hlo
+
+    attach_hlo(_HLO)
+
+
+_HLO = {
+    "add": _hlo_ew("add"),
+    "sub": _hlo_ew("subtract"),
+    "mul": _hlo_ew("multiply"),
+    "div": _hlo_ew("divide"),
+    "pow": _hlo_ew("power"),
+    "max": _hlo_ew("maximum"),
+    "min": _hlo_ew("minimum"),
+    "equal": _hlo_compare("EQ"),
+    "less": _hlo_compare("LT"),
+    "less_equal": _hlo_compare("LE"),
+    "greater": _hlo_compare("GT"),
+    "greater_equal": _hlo_compare("GE"),
+    "select": _hlo_ew("select"),
+    "neg": _hlo_ew("negate"),
+    "abs": _hlo_ew("abs"),
+    "exp": _hlo_ew("exponential"),
+    "log": _hlo_ew("log"),
+    "sqrt": _hlo_ew("sqrt"),
+    "rsqrt": _hlo_ew("rsqrt"),
+    "erf": _hlo_ew("erf"),
+    "reciprocal": _hlo_reciprocal,
+    "clip": _hlo_clip,
+    "softplus": _hlo_softplus,
+    "reduce_sum": _hlo_reduce("add"),
+    "reduce_mean": _hlo_reduce("add"),
+    "reduce_max": _hlo_reduce("maximum"),
+    "reduce_min": _hlo_reduce("minimum"),
+    "reduce_prod": _hlo_reduce("multiply"),
+    "softmax": _hlo_softmax,
+    "broadcast_to": _hlo_broadcast_to,
+    "slice": _hlo_slice,
+    "pad": _hlo_pad,
+    "cast": _hlo_cast,
+    "scalar": _hlo_scalar,
+}
+_attach_hlo()

@@ -19,6 +19,8 @@
 //! assert_eq!(expr.to_string(), "(transpose (input x@2_3:float16) [1,0])");
 //! ```
 
+pub mod hlo;
+pub mod knossos;
 pub mod taso;
 pub mod tensor;
 
@@ -172,6 +174,14 @@ impl<'a> Operands<'a> {
             _ => Err(self.wrong(i, "a split pair")),
         }
     }
+    /// The data of operand `i`.
+    pub fn data_at(&self, i: usize) -> &'a Data {
+        self.data[i]
+    }
+    /// The Knossos type of operand `i` (rank-0 tensors are scalars).
+    pub fn ty(&self, i: usize) -> Result<knossos::KsType, String> {
+        knossos::KsType::of(self.data[i]).map_err(|_| self.wrong(i, "a Knossos value"))
+    }
     /// Tensor operands `from..`.
     pub fn tensors(&self, from: usize) -> Result<Vec<&'a Tensor>, String> {
         (from..self.len()).map(|i| self.tensor(i)).collect()
@@ -187,6 +197,7 @@ pub fn describe(d: &Data) -> String {
         Data::Sym(s) => format!("symbol `{s}`"),
         Data::Tensor(t) => format!("tensor {:?} {}", t.shape, t.dtype.name()),
         Data::Pair(_) => "a split pair".into(),
+        Data::Ks(k) => format!("Knossos {}", k.ty),
         Data::Invalid(e) => format!("an ill-typed operand ({e})"),
     }
 }
@@ -222,7 +233,12 @@ pub struct Dialect {
 }
 
 /// Every dialect of the language, in registry order.
-pub const DIALECTS: &[&Dialect] = &[&taso::DIALECT, &tensor::DIALECT];
+pub const DIALECTS: &[&Dialect] = &[
+    &taso::DIALECT,
+    &tensor::DIALECT,
+    &knossos::DIALECT,
+    &hlo::DIALECT,
+];
 
 struct Registry {
     decls: Vec<(&'static Dialect, &'static OpDecl)>,

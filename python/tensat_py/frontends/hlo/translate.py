@@ -1,0 +1,858 @@
+"""HLO module <-> :class:`~tensat_py.graph.Graph`.
+
+**Import** (:func:`to_graph`): the entry computation becomes one graph. Tuples are flattened
+at the boundary: a tuple parameter becomes one ``input`` per array leaf
+(``param.0``, ``param.1.0`` ...), a tuple root one graph output per leaf, and
+``tuple``/``get-tuple-element`` inside the entry are resolved while translating (the
+language needs no tuple type). ``call`` is inlined. Instructions translate into the
+tensor dialect where the semantics match exactly (``add subtract multiply divide power
+maximum minimum``, ``compare`` EQ/LT/LE/GT/GE, ``select``, ``clamp`` as max/min,
+``convert``, ``reshape``, ``bitcast`` with default layouts, ``copy``, ``transpose``,
+``slice``, ``pad`` without interior padding and a constant scalar value, ``exponential log
+sqrt rsqrt negate abs tanh logistic erf``, ``reduce`` whose computation is add, maximum,
+minimum or multiply with that operation's identity as init value, scalar ``constant``)
+and into the hlo dialect (``dot``, ``convolution``, ``broadcast``, ``iota``,
+``reduce-window``, ``concatenate``); array constants become ``weight`` nodes whose literal
+is kept in ``Graph.meta["hlo"]``. Everything else (``while``, ``conditional``,
+``custom-call``, ``sort``, ``scatter``, ``gather``, ``rng``, other reductions, ...)
+becomes an ``opaque`` node per array leaf of its result, whose payload
+(:class:`HloOpaque`) keeps the instruction and every computation it calls, and evaluates
+it through XLA.
+
+**Export** (:func:`to_module`): every node prints through its operator's ``to_hlo``
+(:class:`HloWriter` is the writer they get); inputs become the original entry parameters
+(the signature is kept, so the original and the optimised module take the same
+arguments), weights their constants, opaque nodes their original instruction, and the
+outputs the original root structure.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tensat_py import ops
+from tensat_py.frontends.hlo.ir import (
+    COMPUTATION_ATTRS,
+    ArrayShape,
+    Computation,
+    Instruction,
+    Module,
+    Shape,
+    TupleShape,
+    leaf_shapes,
+    print_module,
+)
+from tensat_py.graph import OPAQUE, Graph, GraphError, TensorType
+from tensat_py.runtime.numpy_exec import node_context
+
+__all__ = [
+    "HloTranslateError",
+    "HloOpaque",
+    "HloSource",
+    "HloWriter",
+    "to_graph",
+    "to_module",
+    "ETYPE",
+]
+
+#: The language's dtype -> HLO element type.
+ETYPE = {
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float64": "f64",
+    "int32": "s32",
+    "int64": "s64",
+    "bool": "pred",
+}
+
+Tree = Any  # int (a node id) | list[Tree] (a tuple)
+
+
+class HloTranslateError(ValueError):
+    """An HLO module the translator cannot represent; ``file:line:col: message``."""
+
+
+@dataclass
+class HloSource:
+    """What export needs of the module a graph came from (``Graph.meta["hlo"]``).
+
+    Attributes:
+        name: module name.
+        entry: entry computation name.
+        params: per entry parameter: its name, shape, and the input node names of its
+            array leaves by path.
+        root: the output structure: an output index, or a list of them (a tuple root,
+            nested for nested tuples).
+        constants: weight name -> (literal text, shape) of array constants.
+        computations: every computation of the module by name (opaque nodes call some).
+        order: computation names in text order (callees first).
+    """
+
+    name: str
+    entry: str
+    params: list[tuple[str, Shape, dict[tuple[int, ...], str]]]
+    root: Any
+    constants: dict[str, tuple[str, ArrayShape]] = field(default_factory=dict)
+    computations: dict[str, Computation] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+
+
+def _called(value: str) -> list[str]:
+    return [s.strip().lstrip("%") for s in value.strip("{}").split(",") if s.strip()]
+
+
+def _closure(comps: dict[str, Computation], names: list[str]) -> list[str]:
+    """``names`` and every computation they call, transitively."""
+    seen: list[str] = []
+    stack = list(names)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.append(n)
+        for ins in comps[n].instructions:
+            for k, v in ins.attrs:
+                if k in COMPUTATION_ATTRS:
+                    stack.extend(_called(v))
+    return seen
+
+
+@dataclass
+class HloOpaque:
+    """Payload of an ``opaque`` node made from an HLO instruction.
+
+    Attributes:
+        op_type: the HLO opcode.
+        instruction: the original instruction (operand names as in the source).
+        operand_shapes: the HLO shape of each operand.
+        path: which array leaf of the instruction's result this node is (``()`` for an
+            array result).
+        group: identifies the instruction: nodes of one group are one instruction.
+        computations: the computations it calls, transitively, in text order.
+    """
+
+    op_type: str
+    instruction: Instruction
+    operand_shapes: list[Shape]
+    path: tuple[int, ...]
+    group: str
+    computations: list[Computation]
+
+    def module(self) -> Module:
+        """A module whose entry takes the operand leaves as parameters and returns leaf
+        ``path`` of the instruction (what :meth:`evaluate` runs)."""
+        w = HloWriter(set())
+        leaves = []
+        for sh in self.operand_shapes:
+            for _, s in leaf_shapes(sh):
+                leaves.append(w.emit("parameter", s, [], payload=str(len(leaves))))
+        it = iter(leaves)
+        operand_names = [_rebuild_w(w, sh, it) for sh in self.operand_shapes]
+        ins = self.instruction
+        cur = w.emit(ins.opcode, ins.shape, operand_names, ins.attrs)
+        sub: Shape = ins.shape
+        for i in self.path:
+            assert isinstance(sub, TupleShape)
+            sub = sub.parts[i]
+            cur = w.emit("get-tuple-element", sub, [cur], [("index", str(i))])
+        w.instructions[-1].root = True
+        return Module(
+            "opaque_eval", [*self.computations, Computation("main", w.instructions, True)]
+        )
+
+    def evaluate(self, args: Any) -> Any:
+        """Run the instruction through XLA (:mod:`tensat_py.runtime.xla_exec`) on
+        ``args`` (the array leaves of its operands, in order) and return leaf ``path``;
+        float64 operands (verification) give a float64 result computed in the declared
+        precision."""
+        from tensat_py.runtime import xla_exec
+
+        shapes = [s for sh in self.operand_shapes for _, s in leaf_shapes(sh)]
+        feeds = [
+            np.asarray(a).astype(xla_exec.np_dtype(s.etype))
+            for a, s in zip(args, shapes, strict=True)
+        ]
+        out = xla_exec.run_text(print_module(self.module()), feeds)[0]
+        wide = any(np.asarray(a).dtype == np.float64 for a in args)
+        return out.astype(np.float64) if wide and out.dtype.kind == "f" else out
+
+
+# ======================================================================== import
+_BINARY = {
+    "add": "add",
+    "subtract": "sub",
+    "multiply": "mul",
+    "divide": "div",
+    "power": "pow",
+    "maximum": "max",
+    "minimum": "min",
+}
+_UNARY = {
+    "exponential": "exp",
+    "log": "log",
+    "sqrt": "sqrt",
+    "rsqrt": "rsqrt",
+    "negate": "neg",
+    "abs": "abs",
+    "tanh": "tanh",
+    "logistic": "sigmoid",
+    "erf": "erf",
+}
+_COMPARE = {
+    "EQ": "equal",
+    "LT": "less",
+    "LE": "less_equal",
+    "GT": "greater",
+    "GE": "greater_equal",
+}
+#: Reduction computation root opcode -> (reduce_* operator, reduce_window kind).
+_REDUCERS = {
+    "add": ("reduce_sum", "add"),
+    "maximum": ("reduce_max", "max"),
+    "minimum": ("reduce_min", "min"),
+    "multiply": ("reduce_prod", "mul"),
+}
+
+
+class _Opaque(Exception):
+    """Raised by a handler: translate this instruction as an opaque node."""
+
+
+def _list(text: str | None) -> tuple[int, ...]:
+    if text is None:
+        return ()
+    inner = text.strip().strip("{}").strip()
+    return tuple(int(v) for v in inner.split(",") if v.strip()) if inner else ()
+
+
+def _window(text: str, rank: int) -> dict[str, list[int]]:
+    """``{size=3x3 stride=2x2 pad=0_1x0_1 lhs_dilate=.. rhs_dilate=.. rhs_reversal=..}``."""
+    out: dict[str, list[int]] = {
+        "size": [1] * rank,
+        "stride": [1] * rank,
+        "pad": [0] * (2 * rank),
+        "lhs_dilate": [1] * rank,
+        "rhs_dilate": [1] * rank,
+        "rhs_reversal": [0] * rank,
+    }
+    for part in text.strip().strip("{}").split():
+        key, _, val = part.partition("=")
+        if key not in out:
+            raise _Opaque
+        items = val.split("x")
+        if key == "pad":
+            vals = []
+            for it in items:
+                lo, _, hi = it.partition("_")
+                vals += [int(lo), int(hi)]
+            out[key] = vals
+        else:
+            out[key] = [int(v) for v in items]
+        want = 2 * rank if key == "pad" else rank
+        if len(out[key]) != want:
+            raise ValueError(f"window `{key}` has {len(out[key])} values, expected {want}")
+    return out
+
+
+class _Importer:
+    def __init__(self, module: Module, file: str) -> None:
+        self.m = module
+        self.file = file
+        self.g = Graph()
+        self.comps = {c.name: c for c in module.computations}
+        self.src = HloSource(
+            module.name,
+            module.entry.name,
+            [],
+            None,
+            computations=self.comps,
+            order=[c.name for c in module.computations],
+        )
+        self.names: set[str] = set()
+        self.groups = itertools.count()
+
+    def err(self, ins: Instruction, msg: str) -> HloTranslateError:
+        return HloTranslateError(f"{self.file}:{ins.line}:{ins.col}: `{ins.name}`: {msg}")
+
+    def unique(self, name: str) -> str:
+        base = name
+        k = 1
+        while name in self.names:
+            name = f"{base}_{k}"
+            k += 1
+        self.names.add(name)
+        return name
+
+    def dtype(self, ins: Instruction, s: ArrayShape) -> str:
+        dt = s.dtype
+        if dt is None:
+            raise self.err(ins, f"element type `{s.etype}` has no counterpart in the language")
+        if any(d == 0 for d in s.dims):
+            raise self.err(ins, f"zero-sized shape {list(s.dims)} is not supported")
+        return dt
+
+    def run(self) -> Graph:
+        entry = self.m.entry
+        args: dict[int, Tree] = {}
+        for p in entry.parameters():
+            leaves: dict[tuple[int, ...], str] = {}
+
+            def make(
+                shape: Shape, path: tuple[int, ...], p: Instruction = p, leaves: dict = leaves
+            ) -> Tree:
+                if isinstance(shape, TupleShape):
+                    return [make(s, (*path, i)) for i, s in enumerate(shape.parts)]
+                name = self.unique(p.name + "".join(f".{i}" for i in path))
+                nid = self.g.add_input(name, shape.dims, self.dtype(p, shape))
+                leaves[path] = name
+                return nid
+
+            args[int(p.payload or 0)] = make(p.shape, ())
+            self.src.params.append((p.name, p.shape, leaves))
+        root = self.computation(entry, args)
+        outs: list[int] = []
+
+        def structure(v: Tree) -> Any:
+            if isinstance(v, list):
+                return [structure(x) for x in v]
+            outs.append(v)
+            return len(outs) - 1
+
+        self.src.root = structure(root)
+        if not outs:
+            raise self.err(entry.root, "the entry computation returns no array")
+        self.g.outputs = outs
+        self.g.meta["hlo"] = self.src
+        self.g.meta["verify_runner"] = "xla"
+        return self.g
+
+    def computation(self, comp: Computation, args: dict[int, Tree]) -> Tree:
+        by_name = comp.by_name()
+        env: dict[str, Tree] = {}
+        # Post-order from the root: dead instructions are left out.
+        order: list[Instruction] = []
+        state: dict[str, int] = {}
+        stack: list[tuple[Instruction, bool]] = [(comp.root, False)]
+        while stack:
+            ins, done = stack.pop()
+            if done:
+                state[ins.name] = 2
+                order.append(ins)
+                continue
+            if state.get(ins.name):
+                if state[ins.name] == 1:
+                    raise self.err(ins, "operands form a cycle")
+                continue
+            state[ins.name] = 1
+            stack.append((ins, True))
+            for o in reversed(ins.operands):
+                if state.get(o) != 2:
+                    if state.get(o) == 1:
+                        raise self.err(ins, f"operand `{o}` forms a cycle")
+                    stack.append((by_name[o], False))
+        for ins in order:
+            if ins.name in env:
+                continue
+            ops_ = [env[o] for o in ins.operands]
+            try:
+                env[ins.name] = self.instruction(ins, ops_, args)
+            except _Opaque:
+                env[ins.name] = self.opaque(ins, ops_, comp)
+            except GraphError as e:
+                raise self.err(ins, str(e)) from None
+            except (ValueError, KeyError, IndexError) as e:
+                if isinstance(e, HloTranslateError):
+                    raise
+                raise self.err(ins, f"cannot read {ins.opcode}: {e}") from None
+        return env[comp.root.name]
+
+    # ------------------------------------------------------------------ helpers
+    def add(self, op: str, params: dict[str, Any], inputs: list[int], ins: Instruction) -> int:
+        return self.g.add_node(op, params, inputs, name=ins.name)
+
+    def scalar_value(self, nid: int) -> float | None:
+        n = self.g.nodes[nid]
+        if n.op == "scalar":
+            return float(n.params["value"])
+        if n.op == "broadcast_in_dim":
+            return self.scalar_value(n.inputs[0])
+        return None
+
+    def reducer(self, ins: Instruction) -> str | None:
+        """The root opcode of a two-parameter reduction computation (add, maximum, ...)."""
+        name = ins.attr("to_apply")
+        if name is None:
+            return None
+        comp = self.comps[_called(name)[0]]
+        params = comp.parameters()
+        r = comp.root
+        if len(params) != 2 or r.opcode not in _REDUCERS:
+            return None
+        if sorted(r.operands) != sorted(p.name for p in params):
+            return None
+        return r.opcode
+
+    def identity_init(self, kind: str, init: int) -> bool:
+        v = self.scalar_value(init)
+        if v is None:
+            return False
+        dt = self.g.nodes[init].dtype
+        if kind == "add":
+            return v == 0.0
+        if kind == "multiply":
+            return v == 1.0
+        if dt in ("int32", "int64"):
+            info = np.iinfo(dt)
+            return v == float(info.min if kind == "maximum" else info.max)
+        return v == (-np.inf if kind == "maximum" else np.inf)
+
+    def array(self, v: Tree, ins: Instruction) -> int:
+        if isinstance(v, list):
+            raise _Opaque
+        return v
+
+    # --------------------------------------------------------------- handlers
+    def instruction(self, ins: Instruction, a: list[Tree], args: dict[int, Tree]) -> Tree:
+        op = ins.opcode
+        s = ins.shape
+        if op == "parameter":
+            return args[int(ins.payload or 0)]
+        if op == "tuple":
+            return list(a)
+        if op == "get-tuple-element":
+            return a[0][int(ins.attr("index") or 0)]
+        if op == "call":
+            callee = self.comps[_called(ins.attr("to_apply") or "")[0]]
+            return self.computation(callee, dict(enumerate(a)))
+        if isinstance(s, TupleShape) or any(isinstance(x, list) for x in a):
+            raise _Opaque
+        dt = self.dtype(ins, s)
+        x = [self.array(v, ins) for v in a]
+        if op == "constant":
+            return self.constant(ins, s, dt)
+        if op in _BINARY:
+            return self.add(_BINARY[op], {}, x, ins)
+        if op in _UNARY:
+            return self.add(_UNARY[op], {}, x, ins)
+        if op == "compare":
+            d = ins.attr("direction")
+            if d not in _COMPARE or ins.attr("type") not in (None, "FLOAT", "SIGNED"):
+                raise _Opaque
+            return self.add(_COMPARE[d], {}, x, ins)
+        if op == "select":
+            return self.add("select", {}, x, ins)
+        if op == "clamp":
+            lo = self.g.add_node("max", {}, [x[1], x[0]], name=ins.name)
+            return self.add("min", {}, [lo, x[2]], ins)
+        if op == "convert":
+            return self.add("cast", {"dtype": dt}, x, ins)
+        if op == "copy":
+            return x[0]
+        if op in ("reshape", "bitcast"):
+            src = self.g.nodes[x[0]]
+            if op == "bitcast" and not s.default_layout():
+                raise _Opaque
+            if src.shape == s.dims:
+                return x[0]
+            return self.add("reshape", {"shape": s.dims}, x, ins)
+        if op == "transpose":
+            return self.add("transpose", {"perm": _list(ins.attr("dimensions"))}, x, ins)
+        if op == "broadcast":
+            dims = _list(ins.attr("dimensions"))
+            if any(b <= c for c, b in itertools.pairwise(dims)):
+                raise _Opaque
+            return self.add("broadcast_in_dim", {"shape": s.dims, "dims": dims}, x, ins)
+        if op == "slice":
+            text = (ins.attr("slice") or "").strip().strip("{}")
+            starts, ends, steps = [], [], []
+            for part in [p.strip().strip("[]") for p in text.split(",") if p.strip()]:
+                v = [int(t) for t in part.split(":")]
+                starts.append(v[0])
+                ends.append(v[1])
+                steps.append(v[2] if len(v) > 2 else 1)
+            axes = tuple(range(len(starts)))
+            p = {"starts": starts, "ends": ends, "axes": axes, "steps": steps}
+            return self.add("slice", p, x, ins)
+        if op == "pad":
+            value = self.scalar_value(x[1])
+            parts = (ins.attr("padding") or "").split("x")
+            lo, hi = [], []
+            for part in parts:
+                v = [int(t) for t in part.split("_")]
+                if len(v) > 2 and v[2] != 0:
+                    raise _Opaque
+                lo.append(v[0])
+                hi.append(v[1])
+            if value is None or min(lo + hi, default=0) < 0 or np.isnan(value):
+                raise _Opaque
+            pads = (*lo, *hi)
+            return self.add("pad", {"pads": pads, "mode": "constant", "value": value}, x[:1], ins)
+        if op == "concatenate":
+            return self.add("concatenate", {"dim": _list(ins.attr("dimensions"))[0]}, x, ins)
+        if op == "dot":
+            if len(x) != 2:
+                raise _Opaque
+            p = {
+                "lhs_batch": _list(ins.attr("lhs_batch_dims")),
+                "rhs_batch": _list(ins.attr("rhs_batch_dims")),
+                "lhs_contract": _list(ins.attr("lhs_contracting_dims")),
+                "rhs_contract": _list(ins.attr("rhs_contracting_dims")),
+            }
+            return self.add("dot_general", p, x, ins)
+        if op == "convolution":
+            labels = ins.attr("dim_labels")
+            if labels is None or len(x) != 2:
+                raise _Opaque
+            n = len(s.dims) - 2
+            w = _window(ins.attr("window") or "{}", n)
+            if any(w["rhs_reversal"]):
+                raise _Opaque
+            p = {
+                "strides": w["stride"],
+                "padding": w["pad"],
+                "lhs_dilation": w["lhs_dilate"],
+                "rhs_dilation": w["rhs_dilate"],
+                "dim_labels": labels,
+                "feature_groups": int(ins.attr("feature_group_count") or 1),
+                "batch_groups": int(ins.attr("batch_group_count") or 1),
+            }
+            return self.add("convolution", p, x, ins)
+        if op == "iota":
+            dim = int(ins.attr("iota_dimension") or 0)
+            return self.add("iota", {"shape": s.dims, "dtype": dt, "dim": dim}, [], ins)
+        if op == "reduce":
+            kind = self.reducer(ins)
+            if kind is None or len(x) != 2 or not self.identity_init(kind, x[1]):
+                raise _Opaque
+            axes = tuple(sorted(_list(ins.attr("dimensions"))))
+            if not axes:
+                return x[0]
+            return self.add(_REDUCERS[kind][0], {"axes": axes, "keepdims": 0}, x[:1], ins)
+        if op == "reduce-window":
+            kind = self.reducer(ins)
+            if kind not in ("add", "maximum", "minimum") or len(x) != 2:
+                raise _Opaque
+            if not self.identity_init(kind, x[1]):
+                raise _Opaque
+            w = _window(ins.attr("window") or "{}", len(s.dims))
+            if any(v != 1 for v in w["lhs_dilate"] + w["rhs_dilate"]) or any(w["rhs_reversal"]):
+                raise _Opaque
+            if min(w["pad"], default=0) < 0:
+                raise _Opaque
+            p = {
+                "kind": _REDUCERS[kind][1],
+                "window": w["size"],
+                "strides": w["stride"],
+                "padding": w["pad"],
+            }
+            return self.add("reduce_window", p, x[:1], ins)
+        raise _Opaque
+
+    def constant(self, ins: Instruction, s: ArrayShape, dt: str) -> int:
+        text = (ins.payload or "").strip()
+        if not s.dims:
+            lit = text.strip("{} ")
+            low = lit.lower()
+            v: float | None
+            if low in ("true", "false"):
+                v = 1.0 if low == "true" else 0.0
+            else:
+                try:
+                    v = float(low)
+                except ValueError:
+                    v = None
+            if v is not None and not np.isnan(v):
+                return self.add("scalar", {"value": v, "dtype": dt}, [], ins)
+        name = self.unique(ins.name)
+        nid = self.g.add_weight(name, s.dims, dt)
+        self.src.constants[name] = (text, s)
+        return nid
+
+    def opaque(self, ins: Instruction, a: list[Tree], comp: Computation) -> Tree:
+        flat: list[int] = []
+        shapes: list[Shape] = []
+        by_name = comp.by_name()
+
+        def walk(v: Tree) -> None:
+            if isinstance(v, list):
+                for x in v:
+                    walk(x)
+            else:
+                flat.append(v)
+
+        for o, v in zip(ins.operands, a, strict=True):
+            walk(v)
+            shapes.append(_graph_shape(self.g, v, by_name[o].shape))
+        called = [c for k, v in ins.attrs if k in COMPUTATION_ATTRS for c in _called(v)]
+        names = _closure(self.comps, called)
+        comps = [c for c in self.m.computations if c.name in names]
+        group = f"{ins.name}#{next(self.groups)}"
+
+        def make(shape: Shape, path: tuple[int, ...]) -> Tree:
+            if isinstance(shape, TupleShape):
+                return [make(p, (*path, i)) for i, p in enumerate(shape.parts)]
+            dt = self.dtype(ins, shape)
+            payload = HloOpaque(ins.opcode, ins, shapes, path, group, comps)
+            return self.g.add_opaque(ins.opcode, shape.dims, flat, payload, name=None, dtype=dt)
+
+        return make(ins.shape, ())
+
+
+def _graph_shape(g: Graph, v: Tree, declared: Shape) -> Shape:
+    """The HLO shape of a translated operand (layouts dropped)."""
+    if isinstance(v, list):
+        assert isinstance(declared, TupleShape)
+        return TupleShape(
+            tuple(_graph_shape(g, x, d) for x, d in zip(v, declared.parts, strict=True))
+        )
+    t = g.type_of(v)
+    return ArrayShape(ETYPE[t.dtype], t.shape)
+
+
+def to_graph(module: Module, file: str = "<hlo>") -> Graph:
+    """Translate a parsed module into a graph (see the module docstring).
+
+    Raises:
+        HloTranslateError: an element type or shape the language cannot hold, a malformed
+            attribute, or an ill-typed instruction (``file:line:col: message``).
+    """
+    return _Importer(module, file).run()
+
+
+# ======================================================================== export
+class HloWriter:
+    """Collects the instructions of one entry computation; ``to_hlo`` functions call it.
+
+    Every method returns the name of the instruction holding its result.
+    """
+
+    def __init__(self, reserved: set[str]) -> None:
+        self.instructions: list[Instruction] = []
+        self.reserved = set(reserved)
+        self.counter = itertools.count(1)
+        self.reducers: dict[tuple[str, str], Computation] = {}
+        self._consts: dict[tuple[str, str], str] = {}
+
+    def fresh(self, stem: str) -> str:
+        """A new instruction name ``stem.N``."""
+        while True:
+            name = f"{stem}.{next(self.counter)}"
+            if name not in self.reserved:
+                self.reserved.add(name)
+                return name
+
+    def shape(self, ty: TensorType) -> ArrayShape:
+        """The HLO array shape of ``ty``."""
+        return ArrayShape(ETYPE[ty.dtype], tuple(ty.shape))
+
+    def emit(
+        self,
+        opcode: str,
+        ty: TensorType | Shape,
+        operands: list[str] | tuple[str, ...] | Any,
+        attrs: Any = (),
+        payload: str | None = None,
+        name: str | None = None,
+    ) -> str:
+        """Append ``name = shape opcode(operands), attrs``; returns the name."""
+        shape = self.shape(ty) if isinstance(ty, TensorType) else ty
+        name = name or self.fresh(opcode.replace("-", "_"))
+        self.instructions.append(
+            Instruction(name, shape, opcode, list(operands), list(attrs), payload)
+        )
+        return name
+
+    def constant(self, value: Any, dtype: str) -> str:
+        """A scalar ``constant`` of ``dtype`` (shared between uses)."""
+        v = float(value) if dtype != "bool" else bool(value)
+        if dtype == "bool":
+            text = "true" if v else "false"
+        elif np.isnan(v):
+            text = "nan"
+        elif np.isinf(v):
+            text = "inf" if v > 0 else "-inf"
+        elif dtype in ("int32", "int64") or float(v).is_integer():
+            text = str(int(v)) if dtype in ("int32", "int64") else repr(float(v))
+        else:
+            text = repr(float(v))
+        key = (text, dtype)
+        if key not in self._consts:
+            self._consts[key] = self.emit(
+                "constant", TensorType((), dtype), [], payload=text, name=self.fresh("constant")
+            )
+        return self._consts[key]
+
+    def reducer(self, opcode: str, dtype: str) -> str:
+        """Name of a computation ``(a, b) -> opcode(a, b)`` on ``dtype`` scalars."""
+        key = (opcode, dtype)
+        if key not in self.reducers:
+            name = self.fresh(f"tensat_{opcode}_{ETYPE[dtype]}")
+            s = ArrayShape(ETYPE[dtype], ())
+            body = [
+                Instruction("a", s, "parameter", [], [], "0"),
+                Instruction("b", s, "parameter", [], [], "1"),
+                Instruction("r", s, opcode, ["a", "b"], [], None, True),
+            ]
+            self.reducers[key] = Computation(name, body)
+        return self.reducers[key].name
+
+    def reshape(self, name: str, ty: TensorType, shape: tuple[int, ...]) -> str:
+        """``reshape`` of ``name`` (of type ``ty``) to ``shape`` (none when equal)."""
+        if tuple(ty.shape) == tuple(shape):
+            return name
+        return self.emit("reshape", TensorType(tuple(shape), ty.dtype), [name])
+
+    def broadcast(self, name: str, ty: TensorType, shape: tuple[int, ...]) -> str:
+        """``name`` (of type ``ty``) broadcast to ``shape`` by NumPy's rule."""
+        shape = tuple(shape)
+        if tuple(ty.shape) == shape:
+            return name
+        r, n = len(ty.shape), len(shape)
+        keep = [i for i in range(r) if ty.shape[i] == shape[n - r + i]]
+        if len(keep) != r:
+            name = self.reshape(name, ty, tuple(ty.shape[i] for i in keep))
+        dims = "{" + ",".join(str(n - r + i) for i in keep) + "}"
+        return self.emit("broadcast", TensorType(shape, ty.dtype), [name], [("dimensions", dims)])
+
+    def elementwise(self, opcode: str, ctx: ops.OpContext, ins: Any, attrs: Any = ()) -> str:
+        """``opcode`` on the operands broadcast to the output shape."""
+        out = ctx.output
+        assert isinstance(out, TensorType)
+        names = [
+            self.broadcast(n, t, out.shape)  # type: ignore[arg-type]
+            for n, t in zip(ins, ctx.inputs, strict=True)
+        ]
+        return self.emit(opcode, out, names, attrs)
+
+
+class HloExportError(ValueError):
+    """A graph that cannot be written as HLO (an operator without ``to_hlo``)."""
+
+
+def to_module(graph: Graph) -> Module:
+    """The HLO module computing ``graph`` (see the module docstring).
+
+    Raises:
+        HloExportError: an operator without an HLO form.
+    """
+    src: HloSource | None = graph.meta.get("hlo")
+    comps = src.computations if src is not None else {}
+    w = HloWriter(set(comps) | {p[0] for p in (src.params if src else [])})
+    live = graph.live()
+    names: dict[int, str] = {}
+    by_input = {n.name: i for i, n in enumerate(graph.nodes) if n.op == "input"}
+    # Parameters, in the source's order and shapes.
+    if src is not None:
+        for k, (pname, shape, leaves) in enumerate(src.params):
+            w.emit("parameter", shape, [], payload=str(k), name=pname)
+            for path, leaf in leaves.items():
+                if leaf not in by_input:
+                    continue
+                cur, sub = pname, shape
+                for j, idx in enumerate(path):
+                    assert isinstance(sub, TupleShape)
+                    sub = sub.parts[idx]
+                    cur = w.emit(
+                        "get-tuple-element",
+                        sub,
+                        [cur],
+                        [("index", str(idx))],
+                        name=w.fresh(f"{pname}.{''.join(map(str, path[: j + 1]))}"),
+                    )
+                names[by_input[leaf]] = cur
+    else:
+        for k, nid in enumerate(graph.inputs()):
+            names[nid] = w.emit(
+                "parameter",
+                graph.type_of(nid),
+                [],
+                payload=str(k),
+                name=w.fresh(graph.nodes[nid].name),
+            )
+    groups: dict[str, str] = {}
+    used_comps: list[str] = []
+    for nid, node in enumerate(graph.nodes):
+        if not live[nid] or nid in names:
+            continue
+        ins_names = [names[i] for i in node.inputs]
+        if node.op == "input":
+            raise HloExportError(f"input `{node.name}` is not a parameter of the source module")
+        if node.op == "weight":
+            lit, shape = (src.constants.get(node.name) if src else None) or ("{...}", None)
+            names[nid] = w.emit(
+                "constant", graph.type_of(nid), [], payload=lit, name=w.fresh(node.name)
+            )
+            continue
+        if node.op == OPAQUE:
+            payload = graph.opaque_payload(nid)
+            if not isinstance(payload, HloOpaque):
+                raise HloExportError(f"opaque node `{node.name}` has no HLO payload")
+            if payload.group not in groups:
+                ins = payload.instruction
+                k = iter(ins_names)
+                operand_names = []
+                for sh in payload.operand_shapes:
+                    operand_names.append(_rebuild_w(w, sh, k))
+                base = w.emit(
+                    ins.opcode,
+                    ins.shape,
+                    operand_names,
+                    ins.attrs,
+                    name=w.fresh(ins.name.split(".")[0]),
+                )
+                groups[payload.group] = base
+                for c in payload.computations:
+                    if c.name not in used_comps:
+                        used_comps.append(c.name)
+            cur = groups[payload.group]
+            sub: Shape = payload.instruction.shape
+            for idx in payload.path:
+                assert isinstance(sub, TupleShape)
+                sub = sub.parts[idx]
+                cur = w.emit("get-tuple-element", sub, [cur], [("index", str(idx))])
+            names[nid] = cur
+            continue
+        opdef = ops.get(node.op)
+        if opdef.to_hlo is None:
+            raise HloExportError(f"operator `{node.op}` (node `{node.name}`) has no HLO form")
+        ctx = node_context(node, graph)
+        names[nid] = opdef.to_hlo(w, ctx, ins_names)
+    # Root.
+    structure = (
+        src.root
+        if src is not None
+        else (list(range(len(graph.outputs))) if len(graph.outputs) > 1 else 0)
+    )
+
+    def build(s: Any) -> tuple[str, Shape]:
+        if isinstance(s, list):
+            parts = [build(x) for x in s]
+            shape = TupleShape(tuple(p[1] for p in parts))
+            return w.emit("tuple", shape, [p[0] for p in parts]), shape
+        nid = graph.outputs[s]
+        return names[nid], w.shape(graph.type_of(nid))
+
+    root_name, _ = build(structure)
+    for ins in w.instructions:
+        if ins.name == root_name:
+            ins.root = True
+    # Computations: the called ones in source order (callees first), the writer's, entry.
+    order = src.order if src is not None else []
+    needed = _closure(comps, used_comps) if used_comps else []
+    out_comps = [comps[n] for n in order if n in needed]
+    out_comps += list(w.reducers.values())
+    entry_name = src.entry if src is not None else "main"
+    out_comps.append(Computation(entry_name, w.instructions, True))
+    return Module(src.name if src is not None else "tensat", out_comps)
+
+
+def _rebuild_w(w: HloWriter, shape: Shape, leaves: Any) -> str:
+    if isinstance(shape, ArrayShape):
+        return next(leaves)
+    parts = [_rebuild_w(w, p, leaves) for p in shape.parts]
+    return w.emit("tuple", shape, parts)

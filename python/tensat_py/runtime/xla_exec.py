@@ -1,0 +1,194 @@
+"""Running HLO text through XLA on CPU (jaxlib's PJRT CPU client).
+
+The text is parsed by XLA (``jax._src.lib.hlo.hlo_module_from_text``), converted to
+StableHLO MLIR (``xla_computation_to_mlir_module``; jaxlib's client compiles MLIR) and
+compiled by ``Client.compile_and_load`` with XLA's full CPU optimisation pipeline
+(default ``CompileOptions``). Tuple results come back flattened, one array per leaf.
+
+Timing (:func:`time_text`, :func:`time_interleaved`): compile seconds (one compilation)
+and the fastest of ``repeats`` executions after one warm-up, each waiting for its results
+(the minimum is the estimate least disturbed by other processes on a shared machine);
+:func:`time_interleaved` runs several modules round-robin so drifts in machine load hit
+them alike.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "compile_text",
+    "run_text",
+    "time_text",
+    "time_interleaved",
+    "np_dtype",
+    "Timing",
+    "XlaError",
+]
+
+_NP = {
+    "pred": np.bool_,
+    "s8": np.int8,
+    "s16": np.int16,
+    "s32": np.int32,
+    "s64": np.int64,
+    "u8": np.uint8,
+    "u16": np.uint16,
+    "u32": np.uint32,
+    "u64": np.uint64,
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+}
+
+
+class XlaError(RuntimeError):
+    """XLA rejected or failed to run a module (its message follows)."""
+
+
+def np_dtype(etype: str) -> Any:
+    """The NumPy dtype of an HLO element type (``bf16`` through ``ml_dtypes``)."""
+    if etype == "bf16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return _NP[etype]
+
+
+def _device() -> Any:
+    import jax
+
+    # 64-bit arrays (f64/s64 parameters) must reach XLA as they are.
+    jax.config.update("jax_enable_x64", True)
+    return jax.devices("cpu")[0]
+
+
+def legalize(text: str) -> str:
+    """``bitcast`` between default (row-major) layouts written as the ``reshape`` it is:
+    jaxlib's HLO-to-MLIR conversion mis-handles ``bitcast`` (it attaches the result's
+    layout to the operand). Other text is returned unchanged."""
+    if "bitcast(" not in text:
+        return text
+    from tensat_py.frontends.hlo.ir import ArrayShape, print_module
+    from tensat_py.frontends.hlo.parser import parse_module
+
+    module = parse_module(text)
+    changed = False
+    for comp in module.computations:
+        by = comp.by_name()
+        for ins in comp.instructions:
+            if ins.opcode != "bitcast":
+                continue
+            src = by[ins.operands[0]].shape
+            if (
+                isinstance(ins.shape, ArrayShape)
+                and isinstance(src, ArrayShape)
+                and ins.shape.default_layout()
+                and src.default_layout()
+            ):
+                ins.opcode = "reshape"
+                changed = True
+    return print_module(module) if changed else text
+
+
+def compile_text(text: str) -> Any:
+    """Compile HLO text for the CPU; returns the loaded executable (see :func:`legalize`).
+
+    Raises:
+        XlaError: XLA's parser or compiler rejected it.
+    """
+    return _compile_cached(text)
+
+
+@lru_cache(maxsize=64)
+def _compile_cached(text: str) -> Any:
+    from jax._src.lib import _jax, xla_client
+    from jax._src.lib import hlo as xla_hlo
+
+    try:
+        module = xla_hlo.hlo_module_from_text(legalize(text))
+        comp = xla_hlo.XlaComputation(module.as_serialized_hlo_module_proto())
+        mlir = xla_client._xla.mlir.xla_computation_to_mlir_module(comp)
+        dev = _device()
+        return dev.client.compile_and_load(
+            mlir, xla_client.DeviceList((dev,)), xla_client.CompileOptions()
+        )
+    except (_jax.JaxRuntimeError, RuntimeError, ValueError) as e:
+        raise XlaError(str(e).strip().splitlines()[0] if str(e).strip() else repr(e)) from None
+
+
+def _execute(exe: Any, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    import jax
+
+    dev = _device()
+    bufs = [jax.device_put(np.asarray(a), dev) for a in args]
+    out = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
+    return [np.asarray(o[0]) for o in out]
+
+
+def run_text(text: str, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Compile (cached) and run HLO text on ``args`` (one array per entry parameter, tuple
+    parameters flattened); returns the result leaves.
+
+    Raises:
+        XlaError: XLA rejected the module or the arguments.
+    """
+    exe = compile_text(text)
+    try:
+        return _execute(exe, args)
+    except Exception as e:  # jaxlib raises its own runtime error types
+        raise XlaError(str(e).strip().splitlines()[0]) from None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Compile and run time of one module (seconds); ``outputs`` of the first run."""
+
+    compile_s: float
+    run_s: float
+    outputs: list[np.ndarray]
+
+
+def time_text(text: str, args: Sequence[np.ndarray], repeats: int = 5) -> Timing:
+    """Compile ``text`` (uncached, timed) and time ``repeats`` runs after a warm-up."""
+    t0 = time.perf_counter()
+    exe = _compile_cached.__wrapped__(text)
+    compile_s = time.perf_counter() - t0
+    outs = _execute(exe, args)
+    times = []
+    for _ in range(max(repeats, 1)):
+        t0 = time.perf_counter()
+        _execute(exe, args)
+        times.append(time.perf_counter() - t0)
+    return Timing(compile_s, min(times), outs)
+
+
+def time_interleaved(
+    texts: Sequence[str], args: Sequence[np.ndarray], budget_s: float = 2.0, max_rounds: int = 50
+) -> list[Timing]:
+    """Compile each text (timed, uncached), warm each up, then run them round-robin for
+    about ``budget_s`` seconds (at least 3 rounds, at most ``max_rounds``); each
+    :class:`Timing` has the fastest run."""
+    exes, compile_s, outs = [], [], []
+    for text in texts:
+        t0 = time.perf_counter()
+        exes.append(_compile_cached.__wrapped__(text))
+        compile_s.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for exe in exes:
+        outs.append(_execute(exe, args))
+    per_round = max(time.perf_counter() - t0, 1e-6)
+    rounds = int(min(max_rounds, max(3, budget_s / per_round)))
+    times: list[list[float]] = [[] for _ in exes]
+    for _ in range(rounds):
+        for i, exe in enumerate(exes):
+            t1 = time.perf_counter()
+            _execute(exe, args)
+            times[i].append(time.perf_counter() - t1)
+    return [Timing(c, min(t), o) for c, t, o in zip(compile_s, times, outs, strict=True)]
