@@ -91,8 +91,16 @@ class EGraph:
         iter_limit: int = 15,
         time_limit: float = 60.0,
         cycle_filter: Literal["efficient", "vanilla", "none"] = "efficient",
+        policy: Any | None = None,
     ) -> SaturateStats:
-        """Explores with ``rules``; ``time_limit`` in seconds."""
+        """Explores with ``rules``; ``time_limit`` in seconds; ``policy`` chooses the rules
+        and matches of each iteration (``tensat_py.policies``)."""
+    def find(self, ids: Sequence[int]) -> list[int]:
+        """Canonical e-class ids of ``ids``."""
+    def match_counts(self, rules: RuleSet, multi: bool) -> list[int]:
+        """Matches per rule of ``rules`` (multi-pattern rules when ``multi``)."""
+    def iterations_done(self) -> int:
+        """Exploration iterations run so far."""
     def size(self) -> tuple[int, int]:
         """``(e-nodes, e-classes)``."""
     def equivalent(self, a: Sequence[FlatNode], b: Sequence[FlatNode]) -> bool: ...
@@ -101,6 +109,14 @@ class EGraph:
     def export(self) -> dict[str, Any]:
         """``root``, ``num_classes``, ``node_op``, ``node_eclass``, ``node_children``,
         ``filtered`` and ``classes`` (each class's analysis data)."""
+
+def rewrites(
+    nodes: Sequence[FlatNode], rules: RuleSet
+) -> list[tuple[int, int, list[FlatNode]]]:
+    """Every one-step rewrite of a term by the single-pattern rules of ``rules``:
+    ``(rule index, pre-order position of the rewritten node, new term)``.
+
+    Raises ``ValueError`` on an ill-typed term."""
 
 def rlo_cost(nodes: Sequence[FlatNode], functions: Mapping[str, float]) -> float:
     """RLO's cost of a Knossos term (flat node list); callee costs by function name.

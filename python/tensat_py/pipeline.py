@@ -308,9 +308,9 @@ def optimize(
     )
     graph = _as_graph(graph)
     if isinstance(policy, str) and policy != "default":
+        kw = {k: v for k, v in locals().items() if k not in ("graph", "policy", "start")}
         from tensat_py.policies.run import optimize_with_policy
 
-        kw = {k: v for k, v in locals().items() if k not in ("graph", "policy", "start")}
         return optimize_with_policy(graph, policy, kw)
     display = progress if isinstance(progress, PhaseDisplay) else PhaseDisplay(bool(progress))
     deadline = start + time_limit
