@@ -110,9 +110,7 @@ class EGraph:
         """``root``, ``num_classes``, ``node_op``, ``node_eclass``, ``node_children``,
         ``filtered`` and ``classes`` (each class's analysis data)."""
 
-def rewrites(
-    nodes: Sequence[FlatNode], rules: RuleSet
-) -> list[tuple[int, int, list[FlatNode]]]:
+def rewrites(nodes: Sequence[FlatNode], rules: RuleSet) -> list[tuple[int, int, list[FlatNode]]]:
     """Every one-step rewrite of a term by the single-pattern rules of ``rules``:
     ``(rule index, pre-order position of the rewritten node, new term)``.
 

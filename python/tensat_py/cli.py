@@ -135,6 +135,13 @@ def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     is_flag=True,
     help=f"Exit with status {EXIT_UNVERIFIED} when the extracted program fails verification.",
 )
+@click.option(
+    "--min-gain",
+    type=float,
+    default=None,
+    help="Keep the input unless the optimised program is at least this fraction cheaper "
+    "(default: the input format's; 0.02 for ONNX, 0 otherwise).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 @click.option("--dump-egraph", type=click.Path(dir_okay=False), help="Write the e-graph as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -177,6 +184,7 @@ def optimize(
     policy: str,
     output: str | None,
     strict: bool,
+    min_gain: float | None,
     quiet: bool,
     input_shape: tuple[str, ...] = (),
     cost_model: str | None = None,
@@ -236,6 +244,7 @@ def optimize(
             dump_egraph=dump_egraph,
             progress=not (quiet or as_json),
             **({"policy": policy} if policy != "default" else {}),
+            **({"min_gain": min_gain} if min_gain is not None else {}),
         )
         if output:
             tensat_py.save(result.graph, output, source=graph)

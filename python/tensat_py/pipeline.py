@@ -243,6 +243,7 @@ def optimize(
     dump_egraph: str | Path | None = None,
     progress: bool | PhaseDisplay = False,
     policy: str | Any = "default",
+    min_gain: float | None = None,
 ) -> OptimizeResult:
     """Optimises a tensor program by equality saturation and extraction.
 
@@ -277,6 +278,11 @@ def optimize(
         dump_egraph: write the saturated e-graph as egraph-serialize JSON to this path.
         progress: show a spinner on stderr for phases longer than a second (``True``, or a
             :class:`tensat_py.progress.PhaseDisplay`); default off.
+        min_gain: keep the input unless the candidate is at least this fraction cheaper
+            under the cost model (``0.02``: 2 %). A predicted gain within a cost model's
+            error is not worth a program the runtime may fuse worse. Default: the front
+            end's (``0.02`` for ONNX, whose runtime fuses operators the models do not
+            price), else 0.
         policy: rule choice (:mod:`tensat_py.policies`): ``"default"`` (Tensat's schedule),
             ``"learned"`` (learned multi-pattern matches past ``k_multi``; never worse than
             the default, which it also runs and falls back to, saying so), ``"astar"``
@@ -314,11 +320,14 @@ def optimize(
         return optimize_with_policy(graph, policy, kw)
     display = progress if isinstance(progress, PhaseDisplay) else PhaseDisplay(bool(progress))
     deadline = start + time_limit
-    if rules is None:
-        from tensat_py.frontends import defaults_for
+    from tensat_py.frontends import defaults_for
 
-        fe = defaults_for(graph)
+    fe = defaults_for(graph)
+    if rules is None:
         rules = fe.default_rules if fe is not None else "taso"
+    gain_floor = min_gain if min_gain is not None else (fe.min_gain if fe is not None else 0.0)
+    if not 0.0 <= gain_floor < 1.0:
+        raise ValueError(f"min_gain must be in [0, 1), got {gain_floor}")
     model = _resolve_cost_model(graph, cost_model, device)
     ruleset = load_rules(rules)
     cost_before = model.graph_cost(graph)
@@ -403,6 +412,13 @@ def optimize(
         message = (
             f"the extracted program ({result.status}) costs {candidate_cost:.6g} s, more than "
             f"the input's {cost_before:.6g} s; kept the input"
+        )
+        best, cost_after = graph, cost_before
+    elif candidate_cost < cost_before and candidate_cost > cost_before * (1 - gain_floor):
+        status = "fallback-not-cheaper"
+        message = (
+            f"the extracted program ({result.status}) is {1 - candidate_cost / cost_before:.2%} "
+            f"cheaper, below min_gain {gain_floor:.2%}; kept the input"
         )
         best, cost_after = graph, cost_before
 
