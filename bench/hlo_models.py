@@ -88,7 +88,9 @@ def layernorm_only(x, g, b):  # noqa: ANN001, ANN201
 
 
 def conv_nhwc(x, w, b):  # noqa: ANN001, ANN201
-    y = jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    y = jax.lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
     return jax.nn.relu(y + b)
 
 
@@ -104,7 +106,9 @@ def depthwise_conv(x, w):  # noqa: ANN001, ANN201
 
 
 def conv_bn_relu6(x, w, mean, var, scale, bias):  # noqa: ANN001, ANN201
-    y = jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    y = jax.lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
     y = (y - mean) * jax.lax.rsqrt(var + 1e-3) * scale + bias
     return jnp.clip(y, 0.0, 6.0)
 
@@ -206,18 +210,35 @@ MODELS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
     "mha": (mha, (_s(4, T, D), _s(D, D), _s(D, D), _s(D, D), _s(D, D))),
     "transformer_block": (
         transformer_block,
-        (_s(2, T, D), _s(D), _s(D), _s(D, D), _s(D, D), _s(D, D), _s(D, D), _s(D), _s(D),
-         _s(D, 4 * D), _s(4 * D, D)),
+        (
+            _s(2, T, D),
+            _s(D),
+            _s(D),
+            _s(D, D),
+            _s(D, D),
+            _s(D, D),
+            _s(D, D),
+            _s(D),
+            _s(D),
+            _s(D, 4 * D),
+            _s(4 * D, D),
+        ),
     ),
     "layernorm": (layernorm_only, (_s(B, T, D), _s(D), _s(D))),
     "conv_nhwc": (conv_nhwc, (_s(8, 32, 32, 16), _s(3, 3, 16, 32), _s(32))),
     "conv_nchw_stride": (conv_nchw_stride, (_s(8, 16, 32, 32), _s(32, 16, 3, 3))),
     "depthwise_conv": (depthwise_conv, (_s(8, 32, 32, 32), _s(3, 3, 1, 32))),
-    "conv_bn_relu6": (conv_bn_relu6, (_s(8, 32, 32, 16), _s(3, 3, 16, 32), _s(32), _s(32), _s(32), _s(32))),
+    "conv_bn_relu6": (
+        conv_bn_relu6,
+        (_s(8, 32, 32, 16), _s(3, 3, 16, 32), _s(32), _s(32), _s(32), _s(32)),
+    ),
     "maxpool": (maxpool, (_s(8, 32, 32, 32),)),
     "avgpool": (avgpool, (_s(8, 32, 32, 32),)),
     "resnet_block": (resnet_block, (_s(4, 16, 16, 32), _s(3, 3, 32, 32), _s(3, 3, 32, 32))),
-    "cnn_classifier": (cnn_classifier, (_s(8, 32, 32, 3), _s(3, 3, 3, 16), _s(3, 3, 16, 32), _s(32, 10))),
+    "cnn_classifier": (
+        cnn_classifier,
+        (_s(8, 32, 32, 3), _s(3, 3, 3, 16), _s(3, 3, 16, 32), _s(32, 10)),
+    ),
     "sgd_step": (sgd_step, (_s(D, H), _s(D, H))),
     "momentum_step": (momentum_step, (_s(D, H), _s(D, H), _s(D, H))),
     "adam_step": (adam_step, (_s(D, H), _s(D, H), _s(D, H), _s(D, H))),

@@ -22,6 +22,7 @@ original / first original), ``max rel err`` (``max|a - b| / max|a|`` over output
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import time
 import traceback
@@ -229,7 +230,10 @@ def run_hlo_bench(
             finally:
                 ray.shutdown()
         else:
-            with ProcessPoolExecutor(max_workers=max(cfg.jobs, 1)) as pool:
+            # spawn, not fork: a forked child of a process that already runs XLA's thread
+            # pools can deadlock.
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=max(cfg.jobs, 1), mp_context=ctx) as pool:
                 futs = {pool.submit(bench_module, str(f), *args): f for f in todo}
                 for fut, f in futs.items():
                     try:

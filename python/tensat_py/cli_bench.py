@@ -142,7 +142,7 @@ def bench(
 
 
 @bench.command("hlo")
-@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", default="bench/hlo_bench.md", show_default=True, help="Markdown report.")
 @click.option("-j", "--jobs", default=1, show_default=True, help="Worker processes.")
 @click.option(
@@ -160,7 +160,7 @@ def bench(
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar; one line per module.")
 def bench_hlo(
-    folder: str,
+    folders: tuple[str, ...],
     out: str,
     jobs: int,
     extractor: str,
@@ -171,13 +171,14 @@ def bench_hlo(
     ray_address: str | None,
     no_progress: bool,
 ) -> None:
-    """Optimise every *.hlo module in FOLDER and run original and optimised through XLA."""
+    """Optimise every *.hlo module in FOLDERS and run original and optimised through XLA."""
     from pathlib import Path
 
     from tensat_py.bench_hlo import HloBenchConfig, markdown, run_hlo_bench
 
     cfg = HloBenchConfig(
-        folder=Path(folder),
+        folder=Path(folders[0]),
+        files=[f for d in folders for f in sorted(Path(d).glob("*.hlo"))],
         out=Path(out),
         jobs=jobs,
         extractor=extractor,

@@ -200,6 +200,8 @@ def _operands(cur: _Cursor) -> tuple[list[str], list[int]]:
     """Operand names (shapes before them are skipped) and their positions."""
     names: list[str] = []
     where: list[int] = []
+    cur.skip_ws()
+    open_at = cur.pos
     cur.expect("(")
     if cur.accept(")"):
         return names, where
@@ -217,7 +219,9 @@ def _operands(cur: _Cursor) -> tuple[list[str], list[int]]:
         names.append(cur.name("an operand name"))
         if cur.accept(")"):
             return names, where
-        cur.expect(",", "between operands")
+        if cur.peek() != ",":
+            raise cur.error("unclosed `(`: expected `,` or `)` after an operand", open_at)
+        cur.expect(",")
 
 
 def _instruction(cur: _Cursor) -> tuple[Instruction, list[int]]:

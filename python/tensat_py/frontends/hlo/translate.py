@@ -329,6 +329,7 @@ class _Importer:
         self.g.outputs = outs
         self.g.meta["hlo"] = self.src
         self.g.meta["verify_runner"] = "xla"
+        self.g.meta["frontend"] = "hlo"
         return self.g
 
     def computation(self, comp: Computation, args: dict[int, Tree]) -> Tree:
@@ -373,7 +374,15 @@ class _Importer:
 
     # ------------------------------------------------------------------ helpers
     def add(self, op: str, params: dict[str, Any], inputs: list[int], ins: Instruction) -> int:
-        return self.g.add_node(op, params, inputs, name=ins.name)
+        nid = self.g.add_node(op, params, inputs, name=ins.name)
+        t = self.g.type_of(nid)
+        s = ins.shape
+        if isinstance(s, ArrayShape) and (t.shape != s.dims or t.dtype != s.dtype):
+            raise self.err(
+                ins,
+                f"declared {s.etype}{list(s.dims)} but {op} computes {t.dtype} {list(t.shape)}",
+            )
+        return nid
 
     def scalar_value(self, nid: int) -> float | None:
         n = self.g.nodes[nid]
