@@ -183,9 +183,9 @@ def optimize(
         FileNotFoundError: when the rule file does not exist.
     """
     if isinstance(policy, str) and policy != "default":
+        kw = {k: v for k, v in locals().items() if k not in ("graph", "policy")}
         from tensat_py.policies.run import optimize_with_policy
 
-        kw = {k: v for k, v in locals().items() if k not in ("graph", "policy")}
         return optimize_with_policy(graph, policy, kw)
     from tensat_py.frontends import defaults_for
 
