@@ -206,7 +206,12 @@ class LearnedValue:
 
 
 def fit_value(
-    x: np.ndarray, y: np.ndarray, seed: int = 0, rounds: int = 200, weight: Any = None
+    x: np.ndarray,
+    y: np.ndarray,
+    seed: int = 0,
+    rounds: int = 300,
+    weight: Any = None,
+    leaves: int = 31,
 ) -> Any:
     """A LightGBM regressor (L2) on features ``x`` and targets ``y`` (optional weights)."""
     import lightgbm as lgb
@@ -214,7 +219,7 @@ def fit_value(
     params = {
         "objective": "regression",
         "learning_rate": 0.05,
-        "num_leaves": 15,
+        "num_leaves": leaves,
         "min_data_in_leaf": 10,
         "verbose": -1,
         "seed": seed,
