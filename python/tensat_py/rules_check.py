@@ -908,6 +908,13 @@ def _check_rule(
     if len(sources) != len(targets):
         res.reason = f"{len(sources)} sources but {len(targets)} targets"
         return res
+    from tensat_py.rules_check_ks import check_ks_rule, is_knossos_rule
+
+    if is_knossos_rule(sources, targets):
+        return check_ks_rule(
+            ruleset, index, described, sources, targets, res,
+            samples=samples, attempts=attempts, seed=seed,
+        )  # fmt: skip
     plan = _plan(ruleset, index, sources, targets)
     why = _unsupported(plan)
     if why:

@@ -109,7 +109,8 @@ class DefResult:
         cost_before: RLO cost of the original body (RLO units).
         cost_after: RLO cost of the kept body (``<= cost_before``).
         status: ``"optimised"``, ``"unchanged"`` (nothing cheaper), ``"untranslatable"``
-            (kept as is; ``message`` says why) or ``"failed-verification"``.
+            (kept as is; ``message`` says why), ``"unpriced"`` (an operator RLO's model
+            does not price, such as ``tanh``; kept as is) or ``"failed-verification"``.
         seconds: exploration plus extraction time.
         stats: the Rust core's exploration statistics.
         message: a note.
@@ -195,7 +196,9 @@ def function_costs(prog: Program) -> dict[str, float]:
             continue
         try:
             nodes, _ = lower(d, sigs)
-            out[d.name] = _core.rlo_cost(nodes, out)
+            c = _core.rlo_cost(nodes, out)
+            if c != float("inf"):
+                out[d.name] = c
         except (Untranslatable, ValueError):
             continue
     return out
@@ -311,6 +314,13 @@ def optimize_program(
             results.append(DefResult(item.name, 0.0, 0.0, "untranslatable", message=str(e)))
             continue
         before = _core.rlo_cost(nodes, costs)
+        if before == float("inf"):
+            results.append(
+                DefResult(
+                    item.name, 0.0, 0.0, "unpriced", message="uses an operator RLO does not price"
+                )
+            )
+            continue
         eg = _core.EGraph(nodes)
         stats = dict(
             eg.saturate(
