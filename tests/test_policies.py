@@ -197,6 +197,32 @@ def test_learned_policy_is_never_worse_than_the_default(name: str) -> None:
 
 
 @needs_lgb
+def test_learned_policy_worse_than_the_default_falls_back_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tensat_py.policies import multi
+
+    class ApplyNothing(multi.LearnedMultiPolicy):
+        def selects(self, iteration: int) -> bool:
+            return True
+
+        def select(self, view: dict) -> list[bool]:
+            return [False] * len(view["rules"])
+
+    monkeypatch.setattr(
+        multi.LearnedMultiPolicy, "load", classmethod(lambda cls: ApplyNothing(None))
+    )
+    g = _matmul_pair()
+    opts = dict(extractor="greedy-dag", verify=False)
+    base = tensat_py.optimize(g, **opts)
+    got = tensat_py.optimize(g, policy="learned", **opts)
+    assert base.cost_after < base.cost_before
+    assert got.stats["policy_fallback"] is True
+    assert got.cost_after == base.cost_after
+    assert "kept the default" in got.message
+
+
+@needs_lgb
 def test_learned_policy_searches_multi_pattern_rules_one_iteration_past_k_multi() -> None:
     pol = get_policy("learned").bind(load_rules("taso"), None, 1)
     assert [pol.search_multi(i, 1) for i in range(4)] == [True, True, False, False]

@@ -29,6 +29,7 @@ untrained) with equality saturation on held-out RLO expressions and on the funct
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import heapq
 import json
@@ -58,8 +59,8 @@ __all__ = [
 #: A term: flat node list, ``(op, children)`` per node, root last (``EGraph``'s input).
 Term = tuple[tuple[str, tuple[int, ...]], ...]
 
-#: The shipped value function (LightGBM text model) for Knossos terms.
-VALUE_MODEL_PATH = Path(__file__).with_name("value_function.txt")
+#: The shipped value function (LightGBM text model, gzip) for Knossos terms.
+VALUE_MODEL_PATH = Path(__file__).with_name("value_function.txt.gz")
 
 _OPS = 32  # hashed operator buckets
 _PAIRS = 64  # hashed (parent, child) operator buckets
@@ -187,7 +188,13 @@ class LearnedValue:
             raise FileNotFoundError(
                 f"no value function at {p}; train one with `python bench/guidance.py --train-only`"
             )
-        return cls(lgb.Booster(model_file=str(p)))
+        return cls(lgb.Booster(model_str=gzip.decompress(p.read_bytes()).decode()))
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Writes the model (LightGBM text, gzip) to ``path`` (default: the shipped one)."""
+        p = Path(path) if path is not None else VALUE_MODEL_PATH
+        p.write_bytes(gzip.compress(self.booster.model_to_string().encode(), mtime=0))
+        return p
 
     def predict(self, terms: Sequence[Term], ts: Sequence[int], costs: Sequence[float]) -> Any:
         """Estimated best reduction within ``t`` steps, clipped to ``[0, cost]``."""
@@ -199,7 +206,12 @@ class LearnedValue:
 
 
 def fit_value(
-    x: np.ndarray, y: np.ndarray, seed: int = 0, rounds: int = 300, weight: Any = None
+    x: np.ndarray,
+    y: np.ndarray,
+    seed: int = 0,
+    rounds: int = 300,
+    weight: Any = None,
+    leaves: int = 31,
 ) -> Any:
     """A LightGBM regressor (L2) on features ``x`` and targets ``y`` (optional weights)."""
     import lightgbm as lgb
@@ -207,7 +219,7 @@ def fit_value(
     params = {
         "objective": "regression",
         "learning_rate": 0.05,
-        "num_leaves": 31,
+        "num_leaves": leaves,
         "min_data_in_leaf": 10,
         "verbose": -1,
         "seed": seed,

@@ -82,7 +82,8 @@ class RewriteEnv(gym.Env):
         self.num_rules = len(self.ruleset)
         self.action_space = spaces.Discrete(self.num_rules + 1)
         n = 7 + 2 * self.num_rules
-        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(n,), dtype=np.float32)
+        # Every feature is a count's log, a share, a ratio of costs or a flag: >= 0.
+        self.observation_space = spaces.Box(0.0, 1e6, shape=(n,), dtype=np.float32)
         self.egraph: Any = None
         self.steps = 0
         self.cost0 = self.cost = 1.0
