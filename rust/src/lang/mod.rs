@@ -223,6 +223,54 @@ pub struct OpDecl {
     pub summary: &'static str,
 }
 
+/// A tensor-valued declaration without a variadic operand (the common case in the
+/// dialect tables).
+pub(crate) const fn op(
+    name: &'static str,
+    operands: &'static [Arg],
+    infer: TypeRule,
+    summary: &'static str,
+) -> OpDecl {
+    OpDecl {
+        name,
+        operands,
+        variadic: None,
+        output: Output::Tensor,
+        infer,
+        summary,
+    }
+}
+
+/// Helpers for the dialects' type-rule tests: the analysis data of an s-expression.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::analysis::{Data, TensorAnalysis};
+    use crate::lang::Mdl;
+
+    /// The e-class data of `s` added to a fresh e-graph.
+    pub fn type_of(s: &str) -> Data {
+        let mut eg: egg::EGraph<Mdl, TensorAnalysis> = Default::default();
+        let id = eg.add_expr(&s.parse().unwrap());
+        eg[id].data.clone()
+    }
+
+    /// The shape of tensor term `s` (panics when it is not a tensor).
+    pub fn shape(s: &str) -> Vec<usize> {
+        match type_of(s) {
+            Data::Tensor(t) => t.shape,
+            d => panic!("{s}: {d:?}"),
+        }
+    }
+
+    /// The type error of ill-typed term `s` (panics when it type-checks).
+    pub fn error(s: &str) -> String {
+        match type_of(s) {
+            Data::Invalid(e) => e,
+            d => panic!("{s} type-checks: {d:?}"),
+        }
+    }
+}
+
 /// A group of operators (as MLIR groups operators in dialects).
 #[derive(Debug)]
 pub struct Dialect {
