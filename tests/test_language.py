@@ -90,6 +90,8 @@ def test_every_declared_operator_has_a_python_declaration() -> None:
         assert op.dialect == d["dialect"], (name, op.dialect, d["dialect"])
         assert callable(op.evaluate), name
         assert callable(op.cost), name
+        if d["dialect"] == "knossos":  # binders: no ONNX form (docs/knossos.md)
+            continue
         if d["dialect"] == "hlo":  # HLO-only operators: printed as HLO, never ONNX
             assert callable(op.to_hlo), f"`{name}` has no HLO export"
             continue

@@ -342,6 +342,7 @@ def _conv_model(**attrs) -> onnx.ModelProto:
         {"auto_pad": "VALID"},
         {"pads": [1, 1, 1, 1]},  # stride 1: symmetric SAME
         {"pads": [0, 0, 1, 1], "strides": [2, 2]},  # TASO SAME: the extra row after
+        {"pads": [1, 1, 1, 1], "strides": [2, 2]},  # explicit: pad, then a VALID conv2d
     ],
 )
 def test_conv_with_taso_padding_imports_as_conv2d(attrs) -> None:
@@ -355,7 +356,6 @@ def test_conv_with_taso_padding_imports_as_conv2d(attrs) -> None:
 @pytest.mark.parametrize(
     "attrs,reason",
     [
-        ({"pads": [1, 1, 1, 1], "strides": [2, 2]}, "padding"),
         ({"auto_pad": "SAME_LOWER", "strides": [2, 2]}, "padding"),
         ({"dilations": [2, 2]}, "dilations"),
     ],
@@ -394,11 +394,11 @@ def test_conv_bias_gemm_and_matmul_import_without_opaque_nodes() -> None:
     assert counts["matmul"] == 3 and counts["transpose"] == 2 and counts["add"] == 2
 
 
-def test_split_imports_only_where_a_concat_joined_its_input() -> None:
+def test_split_is_tasos_where_a_concat_joined_its_input_else_slices() -> None:
     nodes = [
         helper.make_node("Concat", ["a", "b", "c"], ["cat"], axis=1),
         helper.make_node("Split", ["cat", "sizes"], ["p", "q", "r"], axis=1),
-        helper.make_node("Split", ["a"], ["a1", "a2"], axis=1),  # no concat: opaque
+        helper.make_node("Split", ["a"], ["a1", "a2"], axis=1),  # no concat: slices
         helper.make_node("Concat", ["p", "r", "q", "a1", "a2"], ["y"], axis=-1),
     ]
     ins = [_vi("a", [2, 4]), _vi("b", [2, 3]), _vi("c", [2, 1])]
@@ -410,8 +410,8 @@ def test_split_imports_only_where_a_concat_joined_its_input() -> None:
         for n, s in [("a", (2, 4)), ("b", (2, 3)), ("c", (2, 1))]
     }
     g = _load_and_compare(m, feeds)
-    assert g.op_counts()["split"] == 2
-    assert list(tonnx.opaque_reasons(g)) == ["Split"]
+    assert g.op_counts()["split"] == 2 and g.op_counts()["slice"] == 2
+    assert tonnx.opaque_reasons(g) == {}
 
 
 @pytest.mark.parametrize(

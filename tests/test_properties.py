@@ -110,11 +110,15 @@ def graphs(draw: st.DrawFn) -> Graph:
 
 def _check(g: Graph, **opts) -> None:
     res = tensat_py.optimize(g, node_limit=2000, iter_limit=4, time_limit=5.0, verify=True, **opts)
-    # verifies numerically (float64)
+    # the candidate itself verifies numerically (float64) and was kept
     assert res.verify is not None and res.verify.passed, (res.verify, res.message)
-    # costs no more than the input
+    assert res.extraction_status != "fallback-unverified", res.message
+    # a proved-optimal candidate costs no more than the input (which is in the e-graph)
+    if res.candidate_status == "optimal":
+        assert res.candidate_cost <= res.cost_before * (1 + 1e-12), res.message
     assert res.cost_after <= res.cost_before * (1 + 1e-12)
-    out = res.graph
+    out = res.candidate
+    assert out is not None
     # acyclic: node inputs always refer to earlier nodes (topological order)
     for i, n in enumerate(out.nodes):
         assert all(0 <= j < i for j in n.inputs)

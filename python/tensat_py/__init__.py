@@ -14,12 +14,20 @@ of ``rules/*.rules`` in the Rust e-graph core and the cheapest equivalent progra
 cost model is extracted (greedy or ILP) and verified numerically against the input.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 from typing import Any
 
-from tensat_py import _core
+from tensat_py import _core  # noqa: F401  (the native module, kept importable as tensat_py._core)
 from tensat_py.graph import Graph, GraphError, Node, TensorType
 from tensat_py.pipeline import OptimizeResult, load_rules, optimize
 from tensat_py.verify import VerifyReport, verify
+
+try:
+    __version__: str = _version("tensat-py")
+    """The installed distribution's version (``pyproject.toml``'s ``[project] version``)."""
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "Graph",
@@ -28,7 +36,7 @@ __all__ = [
     "OptimizeResult",
     "TensorType",
     "VerifyReport",
-    "_core",
+    "__version__",
     "load",
     "load_rules",
     "save",
@@ -47,18 +55,39 @@ def load(target: str, **options: Any) -> Graph:
     :func:`optimize` uses by default.
 
     Raises:
-        FileNotFoundError: when ``target`` is neither a zoo name nor an existing file.
+        FileNotFoundError: when ``target`` is neither a zoo name nor an existing file (with
+            a "did you mean" suggestion among the zoo names).
         ValueError: on a malformed file (the message names the file and the node or line),
             or an unsupported file type.
+        TypeError: ``target`` is not a string or path, or options given for a zoo model.
     """
+    import os
     from pathlib import Path
 
     from tensat_py import frontends, models
+    from tensat_py.options import suggest
 
+    if not isinstance(target, str | os.PathLike):
+        raise TypeError(f"load() takes a zoo name or a file path, got {type(target).__name__}")
+    target = os.fspath(target)
     path = Path(target)
     if path.is_file():
         fe = frontends.for_path(path)
-        graph = fe.load(path, **options)
+        try:
+            graph = fe.load(path, **options)
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{target}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+        except ValueError as e:  # every error names the file the user gave
+            if target not in str(e) and path.name not in str(e):
+                raise ValueError(f"{target}: {e}") from e
+            raise
+        except (TypeError, KeyError, IndexError, AttributeError, RecursionError) as e:
+            # a front end tripping over a malformed file: one line naming it (the cause
+            # stays chained for a bug report)
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise ValueError(
+                f"{target}: malformed {fe.name} file ({type(e).__name__}: {first})"
+            ) from e
         graph.meta.setdefault("frontend", fe.name)
         return graph
     if target in models.ZOO:
@@ -67,23 +96,33 @@ def load(target: str, **options: Any) -> Graph:
         return models.get(target)
     if path.exists():
         raise ValueError(f"{target}: not a file")
+    zoo = sorted(models.ZOO)
+    hint = suggest(target, zoo) if not path.suffix else ""
     raise FileNotFoundError(
-        f"{target!r} is neither a zoo model ({', '.join(sorted(models.ZOO))}) nor a file"
+        f"{target!r} is neither a zoo model{hint} ({', '.join(zoo)}) nor an existing file"
     )
 
 
 def save(graph: Graph, path: str, *, source: Graph | None = None) -> Any:
     """Writes ``graph`` to ``path`` in the format its suffix names (the counterpart of
     :func:`load`); ``source`` is the graph it was optimised from (its front-end data: the
-    source model, weights). Writes atomically; returns the path written.
+    source model, weights). Writes atomically, with the mode the umask gives; returns the
+    path written.
 
     Raises:
         ValueError: an unsupported suffix, or a format that cannot be written.
         OSError: the file cannot be written (the message names the path).
     """
     from tensat_py import frontends
+    from tensat_py._files import check_writable, follow_umask
 
     fe = frontends.for_path(path)
     if fe.save is None:
         raise ValueError(f"{path}: {fe.name} files cannot be written")
-    return fe.save(graph, path, source=source)
+    check_writable(path)
+    try:
+        written = fe.save(graph, path, source=source)
+    except OSError as e:
+        raise OSError(e.errno, f"{path}: cannot write ({e.strerror or e})") from None
+    follow_umask(path)  # the front end's atomic write starts from a 0600 temporary file
+    return written

@@ -236,8 +236,8 @@ def run_one(
             time_limit=time_cap,
             cycle_filter=spec.cycle_filter,
             extractor=spec.extractor,
-            solver=spec.solver,
-            order_vars=spec.order_vars,
+            solver=spec.solver if spec.solver != "-" else "cbc",  # "-": no ILP in this run
+            order_vars=spec.order_vars if spec.order_vars != "-" else "real",
             device=device,
             verify=False,
         )
@@ -307,12 +307,12 @@ class BenchConfig:
         models: zoo names.
         k_multi: Figure 6's k_multi values (Tables 3-5 use 1 and 2 among them).
         solvers: ILP solvers; the first drives Figure 6 and Tables 3-5, Table 1 shows all.
-        time_cap: seconds for exploration and, separately, for the ILP of each run.
+        time_cap: seconds for each run's whole optimisation (exploration and extraction).
         node_limit: e-node limit of exploration.
         iter_limit: iteration limit of exploration.
         device: roofline device preset.
         tables: which of ``"1", "6", "3", "4", "5"`` to produce.
-        out: output folder.
+        out: output folder (default :func:`default_out`: a new folder in the current one).
         quick: the ``--quick`` preset (recorded in the report).
     """
 
@@ -324,7 +324,7 @@ class BenchConfig:
     iter_limit: int = 15
     device: str = "t4"
     tables: Sequence[str] = ("1", "6", "3", "4", "5")
-    out: Path = Path("bench/results")
+    out: Path = field(default_factory=lambda: default_out())
     quick: bool = False
     command: str = ""
     runs: list[Run] = field(default_factory=list)
@@ -677,9 +677,9 @@ def write_report(cfg: BenchConfig, out: Path, wall_s: float) -> Path:
         f"Machine: {mi['cpu']}, {mi['cores']} cores (`nproc`), {mi['memory']} memory, "
         f"{mi['os']}, Python {mi['python']}.  ",
         f"Settings: device `{cfg.device}` (roofline), node limit {cfg.node_limit:,}, iteration "
-        f"limit {cfg.iter_limit}, time cap {cfg.time_cap:g} s (exploration; the ILP gets the "
-        f"same cap again), solvers {', '.join(cfg.solvers)} (first one for Figure 6 and "
-        f"Tables 3-5){'; --quick' if cfg.quick else ''}.  ",
+        f"limit {cfg.iter_limit}, time cap {cfg.time_cap:g} s (the whole optimisation: "
+        f"exploration and extraction together), solvers {', '.join(cfg.solvers)} (first one "
+        f"for Figure 6 and Tables 3-5){'; --quick' if cfg.quick else ''}.  ",
         f"Wall time of the whole benchmark: {wall_s:.0f} s, {len(cfg.runs)} runs.",
         "",
         "Speedups are cost-model speedups (roofline, "
@@ -726,7 +726,7 @@ def write_report(cfg: BenchConfig, out: Path, wall_s: float) -> Path:
             table4,
             'With `cycle_filter="none"` the e-graph keeps its cycles and the ILP carries the '
             "paper's topological order variables (real or integer); with efficient filtering it "
-            f"has none. Times are ILP (extraction) seconds, capped at {cfg.time_cap:g} s; the "
+            f"has none. Times are ILP (extraction) seconds, within the {cfg.time_cap:g} s cap; the "
             "paper's column is its ILP time with cycle constraints (real variables).",
         ),
         (
@@ -764,12 +764,25 @@ def _spec(r: Run) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- driver
+def default_out() -> Path:
+    """A new output folder name in the current folder: ``tensat-bench-YYYYMMDD-HHMMSS``
+    (with ``-2``, ``-3``, ... when that exists already)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(f"tensat-bench-{stamp}")
+    k = 2
+    while path.exists():
+        path = Path(f"tensat-bench-{stamp}-{k}")
+        k += 1
+    return path
+
+
 def run_bench(
     cfg: BenchConfig,
     *,
     progress: bool = True,
     on_run: Callable[[Run], None] | None = None,
     isolate: bool = True,
+    force: bool = False,
 ) -> Path:
     """Runs the plan, writes CSVs, plots and ``report.md`` under ``cfg.out``; returns the
     report's path.
@@ -778,14 +791,25 @@ def run_bench(
     one run that exhausts memory is reported as an error instead of ending the benchmark.
 
     Raises:
-        KeyError: an unknown model name.
+        KeyError: an unknown model name (with a "did you mean" suggestion).
+        FileExistsError: ``cfg.out`` holds files and ``force`` is false; or it is a file.
     """
     from tensat_py import models
+    from tensat_py.options import suggest
 
     for m in cfg.models:
         if m not in models.ZOO:
-            raise KeyError(f"unknown model '{m}'; known: {sorted(models.ZOO)}")
+            raise KeyError(
+                f"unknown model '{m}'{suggest(m, sorted(models.ZOO))}; known: {sorted(models.ZOO)}"
+            )
     out = Path(cfg.out)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{cfg.out}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise FileExistsError(
+            f"{cfg.out}: folder exists and holds files; pass --force (force=True) to "
+            "overwrite them, or choose another --out"
+        )
     out.mkdir(parents=True, exist_ok=True)
     specs = plan_runs(cfg)
     verifier = Verifier()

@@ -2,8 +2,13 @@
 
 ``tensat optimize TARGET`` optimises a zoo model or a graph file and prints a table (or one
 JSON object under ``--json``); ``tensat extract FILE.json`` extracts from an
-egraph-serialize e-graph; ``tensat rules list`` shows the rules of a rule file.
-Errors in user input print ``error: ...`` and exit with status 2, without a traceback.
+egraph-serialize e-graph; ``tensat rules list`` shows the rules of a rule file and
+``tensat rules export FILE --egglog OUT`` writes them as an egglog program.
+
+Exit status: 0 on success; 2 on a user error (``error: ...`` in one line naming the file,
+option or operator, never a traceback); 3 under ``tensat optimize --strict`` when the
+extracted program failed verification (the input was kept). Options are checked by
+:mod:`tensat_py.options`, the same code :func:`tensat_py.optimize` runs.
 """
 
 from __future__ import annotations
@@ -16,7 +21,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tensat_py import options
+
 __all__ = ["main"]
+
+
+#: Exit status of ``tensat optimize --strict`` when the candidate failed verification.
+EXIT_UNVERIFIED = 3
+
+#: The errors a user can cause (bad file, bad option); printed as one line, status 2.
+USER_ERRORS = (ValueError, TypeError, OSError)
 
 
 def _fail(msg: str) -> None:
@@ -24,20 +38,56 @@ def _fail(msg: str) -> None:
     sys.exit(2)
 
 
+def _one_line(e: BaseException) -> str:
+    """An exception's message on one line (the first; a file's name stays in it)."""
+    text = str(e).strip() or type(e).__name__
+    if isinstance(e, OSError) and e.filename and str(e.filename) not in text:
+        text = f"{e.filename}: {e.strerror or text}"
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _known(values: tuple[str, ...]) -> str:
+    return ", ".join(values)
+
+
 _EXTRACTOR_OPTION = click.option(
     "--extractor",
-    type=click.Choice(["ilp", "greedy", "greedy-dag"]),
     default="ilp",
     show_default=True,
+    help=f"Extraction: {_known(options.EXTRACTORS)}.",
 )
 _SOLVER_OPTION = click.option(
-    "--solver", type=click.Choice(["cbc", "highs"]), default="cbc", show_default=True
+    "--solver", default="cbc", show_default=True, help=f"ILP solver: {_known(options.SOLVERS)}."
 )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tensat-py", prog_name="tensat")
 def main() -> None:
     """tensat-py: e-graph superoptimizer for tensor programs."""
+
+
+def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """``("x=1,3,224,224", ...)`` -> ``{"x": (1, 3, 224, 224)}``.
+
+    Raises:
+        click.BadParameter: a spec without ``=``, a repeated name, or a dimension that is
+            not a positive integer.
+    """
+    out: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        name, sep, dims = spec.rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or min(shape) < 1 or name in out:
+            raise click.BadParameter(
+                f"{spec!r}: expected NAME=D0,D1,... with positive dimensions, once per name",
+                param_hint="--input-shape",
+            )
+        out[name] = shape
+    return out
 
 
 @main.command()
@@ -54,32 +104,68 @@ def main() -> None:
 @click.option("--node-limit", default=50_000, show_default=True, help="E-node limit.")
 @click.option("--iter-limit", default=15, show_default=True, help="Iteration limit.")
 @click.option(
-    "--time-limit", default=60.0, show_default=True, help="Seconds for exploration (and ILP)."
+    "--time-limit",
+    default=60.0,
+    show_default=True,
+    help="Seconds for the whole optimisation (exploration, extraction, verification).",
 )
 @click.option(
     "--cycle-filter",
-    type=click.Choice(["efficient", "vanilla", "none"]),
     default="efficient",
     show_default=True,
+    help=f"Cycle filtering: {_known(options.CYCLE_FILTERS)}.",
 )
 @_EXTRACTOR_OPTION
 @_SOLVER_OPTION
 @click.option(
     "--device",
-    type=click.Choice(["t4", "a100", "h100", "cpu"]),
     default="t4",
     show_default=True,
-    help="Cost-model device preset.",
+    help=f"Cost-model device preset: {_known(options.DEVICES)}.",
+)
+@click.option(
+    "--cost-model",
+    "cost_model",
+    default=None,
+    help=f"Cost model: {_known(options.COST_MODELS)} (default: the input format's, roofline).",
 )
 @click.option("--no-verify", is_flag=True, help="Skip numerical verification.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help=f"Exit with status {EXIT_UNVERIFIED} when the extracted program fails verification.",
+)
+@click.option(
+    "--min-gain",
+    type=float,
+    default=None,
+    help="Keep the input unless the optimised program is at least this fraction cheaper "
+    "(default: the input format's; 0.02 for ONNX, 0 otherwise).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 @click.option("--dump-egraph", type=click.Path(dir_okay=False), help="Write the e-graph as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--policy",
+    type=click.Choice(["default", "learned", "astar"]),
+    default="default",
+    show_default=True,
+    help="Rule choice (tensat_py.policies); learned/astar need the 'learn' extra.",
+)
 @click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
     help="Write the optimised program; the suffix picks the format (.onnx: zoo and .model "
     "graphs get random weights).",
+)
+@click.option(
+    "--input-shape",
+    "input_shape",
+    multiple=True,
+    metavar="NAME=D0,D1,...",
+    help="Static shape for an ONNX input with symbolic dimensions (repeatable), e.g. "
+    "x=1,3,224,224.",
 )
 def optimize(
     target: str,
@@ -95,13 +181,53 @@ def optimize(
     no_verify: bool,
     dump_egraph: str | None,
     as_json: bool,
+    policy: str,
     output: str | None,
+    strict: bool,
+    min_gain: float | None,
+    quiet: bool,
+    input_shape: tuple[str, ...] = (),
+    cost_model: str | None = None,
 ) -> None:
     """Optimise TARGET: a zoo name (bert, nasrnn, ...), a .model or an .onnx file."""
     import tensat_py
+    from tensat_py._files import check_writable
+    from tensat_py.frontends import for_path
+    from tensat_py.verify import VerificationError
 
     try:
-        graph = tensat_py.load(target)
+        options.validate_optimize_options(
+            k_multi=k_multi,
+            node_limit=node_limit,
+            iter_limit=iter_limit,
+            time_limit=time_limit,
+            cycle_filter=cycle_filter,
+            extractor=extractor,
+            solver=solver,
+            order_vars="real",
+            device=device,
+            cost_model=cost_model,
+        )
+        for path in (output, dump_egraph):
+            if path:
+                check_writable(path)
+        if output:
+            for_path(output)  # an unsupported suffix fails before the work
+        shapes = _input_shapes(input_shape)
+        graph = tensat_py.load(target, input_shapes=shapes) if shapes else tensat_py.load(target)
+        if getattr(graph, "meta", {}).get("frontend") == "knossos":
+            _optimize_ks(
+                graph,
+                rules,
+                node_limit,
+                iter_limit,
+                time_limit,
+                no_verify,
+                as_json,
+                output,
+                policy,
+            )
+            return
         result = tensat_py.optimize(
             graph,
             rules=rules,
@@ -113,23 +239,80 @@ def optimize(
             extractor=extractor,
             solver=solver,
             device=device,
+            cost_model=cost_model,
             verify=not no_verify,
             dump_egraph=dump_egraph,
+            progress=not (quiet or as_json),
+            **({"policy": policy} if policy != "default" else {}),
+            **({"min_gain": min_gain} if min_gain is not None else {}),
         )
         if output:
             tensat_py.save(result.graph, output, source=graph)
-    except (ValueError, FileNotFoundError, OSError) as e:
-        _fail(str(e))
+    except VerificationError as e:  # about the program the user gave: name it
+        _fail(f"{target}: {_one_line(e)}")
+        return
+    except ImportError as e:  # an optional extra (learned policies) is not installed
+        _fail(_one_line(e))
+        return
+    except USER_ERRORS as e:
+        _fail(_one_line(e))
         return
     opaque = _opaque_ops(result.graph)
     if as_json:
         extra = {"opaque_operators": opaque} if opaque else {}
         click.echo(json.dumps({**result.to_json(), **extra}))
+    else:
+        _print_result(target, graph, result)
+        if opaque:
+            listed = ", ".join(f"{op} x{n}" for op, n in opaque.items())
+            Console().print(f"opaque operators (kept as they are): {listed}")
+        if output:
+            Console().print(f"wrote {output}")
+    if strict and result.extraction_status == "fallback-unverified":
+        click.echo(f"error: {result.message}", err=True)
+        sys.exit(EXIT_UNVERIFIED)
+
+
+def _optimize_ks(
+    prog: Any,
+    rules: str | None,
+    node_limit: int,
+    iter_limit: int,
+    time_limit: float,
+    no_verify: bool,
+    as_json: bool,
+    output: str | None,
+    policy: str = "default",
+) -> None:
+    """``tensat optimize prog.ks``: every def, RLO cost model, Knossos rule files
+    (``--policy astar``: then A* with the learned value function, kept where cheaper)."""
+    import tensat_py
+    from tensat_py.frontends.knossos import optimize_program
+
+    if policy == "astar":
+        from tensat_py.policies.astar import optimize_ks_program as optimize_program
+    res = optimize_program(
+        prog,
+        rules=rules,
+        node_limit=min(node_limit, 20_000),
+        iter_limit=iter_limit,
+        time_limit=min(time_limit, 8.0),
+        verify=not no_verify,
+    )
+    if output:
+        tensat_py.save(res.program, output)
+    if as_json:
+        click.echo(json.dumps(res.to_json()))
         return
-    _print_result(target, graph, result)
-    if opaque:
-        listed = ", ".join(f"{op} x{n}" for op, n in opaque.items())
-        Console().print(f"opaque operators (kept as they are): {listed}")
+    table = Table(title="tensat optimize (Knossos, RLO cost)")
+    for col in ("def", "cost before", "cost after", "status", "seconds"):
+        table.add_column(col)
+    for d in res.defs:
+        table.add_row(
+            d.name, f"{d.cost_before:.1f}", f"{d.cost_after:.1f}", d.status, f"{d.seconds:.2f}"
+        )
+    table.add_row("total", f"{res.cost_before:.1f}", f"{res.cost_after:.1f}", "", "")
+    Console().print(table)
     if output:
         Console().print(f"wrote {output}")
 
@@ -154,12 +337,22 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
     table.add_row("e-nodes / e-classes", f"{st['enodes']} / {st['eclasses']}")
     table.add_row("iterations (stop reason)", f"{st['iterations']} ({st['stop_reason']})")
     table.add_row("filtered e-nodes", str(st["filtered_enodes"]))
-    table.add_row("exploration (s)", f"{st['explore_seconds']:.3f}")
-    table.add_row("extraction (s)", f"{st['extract_seconds']:.3f}")
+    phases = st.get("phase_seconds", {})
+    share = st.get("phase_share", {})
+    for label, key in (
+        ("setup (s)", "setup"),
+        ("exploration (s)", "exploration"),
+        ("extraction (s)", "extraction"),
+        ("verification (s)", "verification"),
+    ):
+        if key in phases:
+            table.add_row(label, f"{phases[key]:.3f} ({share.get(key, 0.0) * 100:.0f} %)")
+    if "total_seconds" in st:
+        table.add_row("total (s) / time limit", f"{st['total_seconds']:.3f} / {st['time_limit']:g}")
     if result.verify is not None:
         v = result.verify
         table.add_row(
-            f"verified ({getattr(v, 'runner', 'numpy')})",
+            f"candidate verified ({v.runner})",
             f"{'yes' if v.passed else 'NO'}: max abs {v.max_abs_error:.2e}, "
             f"max rel {v.max_rel_error:.2e}",
         )
@@ -180,17 +373,22 @@ def extract_cmd(file: str, extractor: str, solver: str, time_limit: float, as_js
     from tensat_py.extract import extract
 
     try:
+        options.check_choice("extractor", extractor, options.EXTRACTORS)
+        options.check_choice("solver", solver, options.SOLVERS)
+        options.check_seconds("time_limit", time_limit)
         problem = load_json(file)
         res = extract(problem, extractor=extractor, solver=solver, time_limit=time_limit)
-    except ValueError as e:
-        _fail(str(e))
+    except USER_ERRORS as e:
+        _fail(_one_line(e))
         return
     names = problem.class_names or [str(c) for c in range(problem.num_classes)]
     node_names = problem.node_names or [str(n) for n in range(problem.num_nodes)]
     choices = {names[c]: node_names[n] for c, n in sorted(res.choices.items())}
     if as_json:
-        out = {"cost": res.cost, "status": res.status, "seconds": res.seconds, "choices": choices}
-        click.echo(json.dumps(out))
+        from tensat_py.pipeline import _finite
+
+        out = {**res.to_json(), "choices": choices}
+        click.echo(json.dumps(_finite(out)))
         return
     click.echo(
         f"cost {res.cost:.6g}  status {res.status}  seconds {res.seconds:.3f}  "
@@ -211,12 +409,41 @@ def rules_list(file: str) -> None:
 
     try:
         rs = load_rules(file)
-    except (ValueError, FileNotFoundError) as e:
-        _fail(str(e))
+    except USER_ERRORS as e:
+        _fail(_one_line(e))
         return
     for name, srcs, tgts, line in rs.describe():
         click.echo(f"{line:5d}  {name}: {', '.join(srcs)} => {', '.join(tgts)}")
     click.echo(f"{len(rs)} rules ({rs.num_multi()} multi-pattern)")
+
+
+@rules.command("export")
+@click.argument("file")
+@click.option(
+    "--egglog",
+    "egglog_out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Write the rules as an egglog program to this file.",
+)
+def rules_export(file: str, egglog_out: str) -> None:
+    """Write the rules of FILE (a shipped name such as taso, or a path) as an egglog
+    program; rules egglog cannot express are listed on stderr with the reason."""
+    from tensat_py._files import atomic_write
+    from tensat_py.egglog_export import export_rules
+
+    try:
+        exported = export_rules(file)
+        atomic_write(egglog_out, exported.program)
+    except USER_ERRORS as e:
+        _fail(_one_line(e))
+        return
+    for name, reason in exported.skipped:
+        click.echo(f"not exported: {name}: {reason}", err=True)
+    click.echo(
+        f"wrote {egglog_out}: {len(exported.rules)} rules exported, "
+        f"{len(exported.skipped)} not exported"
+    )
 
 
 # -- subcommands from their own modules are registered below (one import + add_command each) --
@@ -226,6 +453,9 @@ main.add_command(bench)
 from tensat_py.cli_rules_check import check  # noqa: E402
 
 rules.add_command(check)
+from tensat_py.cli_profile import profile  # noqa: E402
+
+main.add_command(profile)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """``tensat bench``: the Tensat evaluation (Tables 1, 3, 4, 5 and Figure 6) under our cost
-model, with a progress bar; CSV files, ``report.md`` and PNG plots go under ``--out``."""
+model, with a progress bar; CSV files, ``report.md`` and PNG plots go under ``--out``
+(default: a new ``./tensat-bench-<date>-<time>`` folder; an existing folder that holds
+files is written only with ``--force``)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,13 @@ def _split(values: tuple[str, ...]) -> list[str]:
     multiple=True,
     help="Figure 6's k_multi values, e.g. 0,1,2,3 (default 0..3; --quick: 0,1).",
 )
-@click.option("--out", default="bench/results", show_default=True, help="Output folder.")
+@click.option(
+    "--out",
+    default=None,
+    help="Output folder (default: a new ./tensat-bench-YYYYMMDD-HHMMSS). An existing folder "
+    "that holds files is used only with --force.",
+)
+@click.option("--force", is_flag=True, help="Write into --out even if it holds files.")
 @click.option("--quick", is_flag=True, help="Small models, short time cap: a smoke test (<2 min).")
 @click.option(
     "--solver",
@@ -46,7 +54,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
     "--time-cap",
     type=float,
     default=None,
-    help="Seconds for each run's exploration and again for its ILP (default 60; --quick 10).",
+    help="Seconds for each run's whole optimisation (default 60; --quick 10).",
 )
 @click.option("--node-limit", default=50_000, show_default=True, help="E-node limit.")
 @click.option("--iter-limit", default=15, show_default=True, help="Iteration limit.")
@@ -69,7 +77,8 @@ def bench(
     ctx: click.Context,
     models_: tuple[str, ...],
     k_multi: tuple[str, ...],
-    out: str,
+    out: str | None,
+    force: bool,
     quick: bool,
     solvers: tuple[str, ...],
     time_cap: float | None,
@@ -88,7 +97,7 @@ def bench(
     if ctx.invoked_subcommand is not None:
         return
 
-    from tensat_py.bench import ALL_MODELS, QUICK_MODELS, BenchConfig, run_bench
+    from tensat_py.bench import ALL_MODELS, QUICK_MODELS, BenchConfig, default_out, run_bench
 
     try:
         ks = [int(k) for k in _split(k_multi)] or ([0, 1] if quick else [0, 1, 2, 3])
@@ -105,7 +114,7 @@ def bench(
         iter_limit=iter_limit,
         device=device,
         tables=_split((tables,)),
-        out=Path(out),
+        out=Path(out) if out else default_out(),
         quick=quick,
         command="tensat " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
     )
@@ -121,9 +130,12 @@ def bench(
                     err=True,
                 )
 
-        report = run_bench(cfg, progress=not no_progress, on_run=log)
+        report = run_bench(cfg, progress=not no_progress, on_run=log, force=force)
     except KeyError as e:
         click.echo(f"error: {e.args[0]}", err=True)
+        sys.exit(2)
+    except (FileExistsError, OSError) as e:
+        click.echo(f"error: {e}", err=True)
         sys.exit(2)
     click.echo(report.read_text())
     click.echo(f"wrote {report} and the CSV files and plots beside it")

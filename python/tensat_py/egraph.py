@@ -27,12 +27,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tensat_py import _core
+from tensat_py._files import atomic_write
 
 __all__ = ["ExtractionProblem", "load_json", "save_json"]
 
@@ -284,9 +284,13 @@ def load_json(path: str | os.PathLike[str]) -> ExtractionProblem:
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_bytes())
     except json.JSONDecodeError as e:
         raise _fail(path, f"not JSON: {e}") from e
+    except UnicodeDecodeError as e:
+        raise _fail(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from e
+    except RecursionError:
+        raise _fail(path, "JSON nested too deeply") from None
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict):
         raise _fail(path, 'expected an object with a "nodes" object')
     nodes: dict[str, Any] = data["nodes"]
@@ -357,7 +361,8 @@ def load_json(path: str | os.PathLike[str]) -> ExtractionProblem:
 
 
 def save_json(problem: ExtractionProblem, path: str | os.PathLike[str]) -> None:
-    """Writes ``problem`` as egraph-serialize JSON, atomically (temp file + ``os.replace``).
+    """Writes ``problem`` as egraph-serialize JSON, atomically (temp file + ``os.replace``;
+    the file follows the umask).
 
     Node and class ids are ``node_names`` / ``class_names`` when set, else the indices as
     strings. A child class is written as the id of the first node of that class, which
@@ -369,7 +374,7 @@ def save_json(problem: ExtractionProblem, path: str | os.PathLike[str]) -> None:
 
     Raises:
         ValueError: if the problem is malformed, or a child class has no node.
-        OSError: when the file cannot be written.
+        OSError: when the file cannot be written (the message names ``path``).
     """
     path = Path(path)
     problem.validate(str(path))
@@ -401,14 +406,4 @@ def save_json(problem: ExtractionProblem, path: str | os.PathLike[str]) -> None:
     forbidden = sorted(problem.forbidden_set())
     if forbidden:
         data["tensat_forbidden"] = [node_names[i] for i in forbidden]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, lambda f: json.dump(data, f))

@@ -4,12 +4,20 @@ This is the flow of DESIGN.md and the Tensat paper (MLSys 2021): the program is 
 the Rust e-graph, explored with the rules of a rule file (single-pattern rules every
 iteration, multi-pattern rules in the first ``k_multi`` iterations, cycle filtering), every
 e-node is priced by the cost model, and the cheapest program is extracted (greedy or ILP).
-The result is never costlier than the input and, with ``verify=True``, always checked
-numerically against it.
+The extracted program (the *candidate*) is checked numerically against the input; the
+result is the candidate when it is cheaper and verified, and otherwise the input, with an
+``extraction_status`` that says why (``"fallback-unverified"``, ``"fallback-not-cheaper"``)
+and the candidate's own cost and verification report kept in the result.
+
+One time limit bounds the whole optimisation (``docs/exploration.md``): the reference run
+of the input (the first half of verification) comes first and its time is measured; an
+estimate of the candidate's run is reserved; exploration gets at most half of what remains,
+extraction the rest.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,13 +30,56 @@ from tensat_py.cost import get_cost_model
 from tensat_py.egraph import ExtractionProblem, save_json
 from tensat_py.extract import extract
 from tensat_py.graph import Graph
-from tensat_py.verify import VerifyReport
-from tensat_py.verify import verify as verify_graphs
+from tensat_py.options import (
+    CycleFilter,
+    Device,
+    Extractor,
+    OrderVars,
+    Solver,
+    suggest,
+    validate_optimize_options,
+)
+from tensat_py.progress import PhaseDisplay
+from tensat_py.verify import Reference, VerifyReport, reference
 
-__all__ = ["OptimizeResult", "optimize", "load_rules", "RULES_DIR"]
+__all__ = ["OptimizeResult", "optimize", "load_rules", "RULES_DIR", "FALLBACKS"]
 
 RULES_DIR = Path(__file__).parent / "rules"
 """Folder of the shipped rule files (``rules/`` in the repository)."""
+
+#: Statuses that mean the input was kept instead of the candidate.
+FALLBACKS = ("fallback-unverified", "fallback-not-cheaper")
+
+#: Seconds reserved for the candidate's verification run per second of the reference run.
+VERIFY_RESERVE_FACTOR = 1.5
+
+#: Smallest budget handed to a phase (seconds): a phase always gets to start.
+MIN_PHASE_SECONDS = 1e-6
+
+
+def _finite(x: Any) -> Any:
+    """``x`` for JSON: non-finite floats become ``None``; dicts recursively."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    return x
+
+
+def report_json(report: VerifyReport | None) -> dict[str, Any] | None:
+    """A :class:`VerifyReport` as a JSON object (infinite errors become ``null``)."""
+    if report is None:
+        return None
+    return _finite(
+        {
+            "passed": report.passed,
+            "runner": report.runner,
+            "max_abs_error": float(report.max_abs_error),
+            "max_rel_error": float(report.max_rel_error),
+            "tolerance": report.tolerance,
+            "message": report.message,
+        }
+    )
 
 
 @dataclass
@@ -36,19 +87,29 @@ class OptimizeResult:
     """What :func:`optimize` found.
 
     Attributes:
-        graph: the optimised program (the input itself when nothing cheaper was found or
-            the candidate failed verification).
+        graph: the optimised program: the candidate when it is cheaper and (with
+            verification on) verified, else the input itself.
         cost_before: cost-model cost of the input, seconds.
         cost_after: cost-model cost of ``graph``, seconds (``<= cost_before``).
-        extraction_status: ``"optimal"``, ``"feasible"``, ``"greedy"``,
-            ``"fallback-greedy"`` or ``"fallback-input"`` (the input was kept: the extracted
-            program was not cheaper, or failed verification; see ``message``).
+        extraction_status: the extractor's status when the candidate was kept
+            (``"optimal"``, ``"feasible"``, ``"greedy"``, ``"fallback-greedy"``; see
+            :class:`tensat_py.extract.ExtractionResult`), else ``"fallback-unverified"``
+            (the candidate failed verification) or ``"fallback-not-cheaper"`` (it costs
+            more than the input); ``message`` says more.
         stats: exploration statistics from the Rust core (``enodes``, ``eclasses``,
             ``iterations``, ``stop_reason``, ``filtered_enodes``, ``explore_seconds``, ...)
-            plus ``extract_seconds`` and ``extraction_message``.
-        verify: the numerical comparison of ``graph`` with the input, or ``None`` when
-            verification is off.
+            plus ``extract_seconds``, ``verify_seconds``, ``total_seconds``, the budgets
+            ``time_limit``, ``explore_time_limit`` and ``extract_time_limit``,
+            ``phase_seconds`` and ``phase_share`` (each phase's seconds and fraction of
+            ``total_seconds``: setup, exploration, extraction, verification) and
+            ``extraction_message``.
+        verify: the candidate's own verification report (float64, against the input), or
+            ``None`` when verification is off. ``verify.passed`` is false exactly when the
+            status is ``"fallback-unverified"``.
         message: a human-readable note about fallbacks.
+        candidate: the extracted program, kept or not.
+        candidate_cost: its cost-model cost, seconds.
+        candidate_status: the extractor's own status for it.
     """
 
     graph: Graph
@@ -58,36 +119,35 @@ class OptimizeResult:
     stats: dict[str, Any] = field(default_factory=dict)
     verify: VerifyReport | None = None
     message: str = ""
+    candidate: Graph | None = None
+    candidate_cost: float = math.nan
+    candidate_status: str = ""
 
     @property
     def speedup(self) -> float:
         """``cost_before / cost_after`` (1.0 when nothing changed)."""
         return self.cost_before / self.cost_after if self.cost_after > 0 else 1.0
 
+    @property
+    def fell_back(self) -> bool:
+        """Whether the input was kept instead of the candidate."""
+        return self.extraction_status in FALLBACKS
+
     def to_json(self) -> dict[str, Any]:
-        """The CLI's ``--json`` object."""
-        keys = (
-            "enodes",
-            "eclasses",
-            "iterations",
-            "stop_reason",
-            "filtered_enodes",
-            "explore_seconds",
-            "extract_seconds",
+        """The CLI's ``--json`` object: costs, status, message, the candidate's cost, status
+        and verification report (``verify``: ``passed``, ``runner``, errors, ``message``)
+        and every statistic (non-finite numbers as ``null``)."""
+        return _finite(
+            {
+                "cost_before": self.cost_before,
+                "cost_after": self.cost_after,
+                "extraction_status": self.extraction_status,
+                "message": self.message,
+                "candidate": {"cost": self.candidate_cost, "status": self.candidate_status},
+                "stats": dict(self.stats),
+                "verify": report_json(self.verify),
+            }
         )
-        return {
-            "cost_before": self.cost_before,
-            "cost_after": self.cost_after,
-            "extraction_status": self.extraction_status,
-            "stats": {k: self.stats.get(k) for k in keys},
-            "verify": None
-            if self.verify is None
-            else {
-                "max_abs_error": self.verify.max_abs_error,
-                "max_rel_error": self.verify.max_rel_error,
-                "runner": self.verify.runner,
-            },
-        }
 
 
 @lru_cache(maxsize=16)
@@ -115,6 +175,11 @@ def load_rules(
     if isinstance(rules, str) and "+" in rules and not Path(rules).exists():
         rules = [r for r in rules.split("+") if r]
     if not isinstance(rules, str | Path):
+        if not isinstance(rules, Sequence):
+            raise TypeError(
+                f"rules: expected a rule file name, a path, a RuleSet or a list of them, "
+                f"got {type(rules).__name__}"
+            )
         sets = [load_rules(r) for r in rules]
         if not sets:
             raise ValueError("no rule files given")
@@ -124,31 +189,67 @@ def load_rules(
         path = RULES_DIR / f"{rules}.rules"
     if not path.is_file():
         shipped = sorted(p.stem for p in RULES_DIR.glob("*.rules"))
-        raise FileNotFoundError(f"no rule file {str(rules)!r} (shipped: {', '.join(shipped)})")
+        raise FileNotFoundError(
+            f"no rule file {str(rules)!r}{suggest(str(rules), shipped)} "
+            f"(shipped: {', '.join(shipped)})"
+        )
     return _load_rules_cached(str(path.resolve()), path.stat().st_mtime)
 
 
+def _as_graph(graph: Any) -> Graph:
+    """``graph`` itself, or the program a zoo name or file path names (``tensat_py.load``).
+
+    Raises:
+        TypeError: anything else (names the type and says to call ``tensat_py.load``).
+    """
+    if isinstance(graph, Graph):
+        return graph
+    if isinstance(graph, str | Path):
+        from tensat_py import load
+
+        return load(str(graph))
+    raise TypeError(
+        f"optimize() takes a Graph, a zoo model name or a file path, got "
+        f"{type(graph).__name__}; build one with tensat_py.builder or tensat_py.load(...)"
+    )
+
+
+def _resolve_cost_model(graph: Graph, cost_model: Any, device: str) -> Any:
+    from tensat_py.frontends import defaults_for
+
+    if cost_model is None:
+        fe = defaults_for(graph)
+        cost_model = fe.default_cost_model if fe is not None else "roofline"
+    if isinstance(cost_model, str):
+        return get_cost_model(cost_model, device)
+    return cost_model  # an object implementing the protocol (checked by the options)
+
+
 def optimize(
-    graph: Graph,
+    graph: Graph | str | Path,
     *,
     rules: str | Path | _core.RuleSet | Sequence[str | Path | _core.RuleSet] | None = None,
     k_multi: int = 1,
     node_limit: int = 50_000,
     iter_limit: int = 15,
     time_limit: float = 60.0,
-    cycle_filter: str = "efficient",
-    extractor: str = "ilp",
-    solver: str = "cbc",
-    order_vars: str = "real",
-    cost_model: str | None = None,
-    device: str = "t4",
+    cycle_filter: CycleFilter = "efficient",
+    extractor: Extractor = "ilp",
+    solver: Solver = "cbc",
+    order_vars: OrderVars = "real",
+    cost_model: str | Any | None = None,
+    device: Device = "t4",
     verify: bool = True,
     dump_egraph: str | Path | None = None,
+    progress: bool | PhaseDisplay = False,
+    policy: str | Any = "default",
+    min_gain: float | None = None,
 ) -> OptimizeResult:
     """Optimises a tensor program by equality saturation and extraction.
 
     Args:
-        graph: the program.
+        graph: the program; a zoo model name (``"bert"``) or a file path is loaded with
+            :func:`tensat_py.load` first.
         rules: rule file name (``"taso"``), path, parsed ``RuleSet``, or several
             (``"taso+tensor"``, a list); see :func:`load_rules`. Default: the rules of
             the front end that loaded ``graph`` (``Graph.meta["frontend"]``,
@@ -156,86 +257,187 @@ def optimize(
         k_multi: iterations in which multi-pattern rules run (Tensat's k_multi; default 1).
         node_limit: stop exploring at this many e-nodes (default 50,000).
         iter_limit: maximum exploration iterations (default 15).
-        time_limit: exploration limit in seconds; the ILP gets the same budget.
+        time_limit: seconds for the whole optimisation (default 60): verification's
+            reference run, exploration (at most half of what remains after reserving the
+            candidate's verification), extraction (the rest) and the candidate's
+            verification (estimated from the reference run). ``stats`` shows each phase's
+            seconds and share.
         cycle_filter: ``"efficient"`` (default), ``"vanilla"`` or ``"none"`` (the ILP then
             carries the cycle constraints).
         extractor: ``"ilp"`` (default), ``"greedy"`` (tree cost) or ``"greedy-dag"``.
         solver: ILP solver, ``"cbc"`` (default) or ``"highs"``.
         order_vars: with ``cycle_filter="none"``, the ILP's topological order variables:
             ``"real"`` (default) or ``"int"`` (the paper's Table 4 compares both).
-        cost_model: ``"roofline"``; default: the front end's (``"roofline"`` for tensor
-            programs).
+        cost_model: a name (``"roofline"``, ...) or an object with ``graph_cost(graph)`` and
+            ``costs_for_export(export)`` (seconds); default: the front end's
+            (``"roofline"`` for tensor programs).
         device: cost-model device preset: ``"t4"`` (default), ``"a100"``, ``"h100"``, ``"cpu"``.
         verify: run both programs in float64 on the same random inputs and weights and keep
-            the optimised one only if its outputs agree (``tensat_py.verify``'s float64
+            the candidate only if its outputs agree (``tensat_py.verify``'s float64
             tolerance, far tighter than the 1e-4 float32 bound).
         dump_egraph: write the saturated e-graph as egraph-serialize JSON to this path.
+        progress: show a spinner on stderr for phases longer than a second (``True``, or a
+            :class:`tensat_py.progress.PhaseDisplay`); default off.
+        min_gain: keep the input unless the candidate is at least this fraction cheaper
+            under the cost model (``0.02``: 2 %). A predicted gain within a cost model's
+            error is not worth a program the runtime may fuse worse. Default: the front
+            end's (``0.02`` for ONNX, whose runtime fuses operators the models do not
+            price), else 0.
+        policy: rule choice (:mod:`tensat_py.policies`): ``"default"`` (Tensat's schedule),
+            ``"learned"`` (learned multi-pattern matches past ``k_multi``; never worse than
+            the default, which it also runs and falls back to, saying so), ``"astar"``
+            (A* over rewrite sequences with the learned value function), or a policy object.
 
     Returns:
-        an :class:`OptimizeResult`; ``cost_after <= cost_before`` always.
+        an :class:`OptimizeResult`; ``cost_after <= cost_before`` always, and the
+        candidate's own cost and verification are in ``candidate_cost`` and ``verify``.
 
     Raises:
-        ValueError: on an ill-typed graph, a bad option, or a rule file syntax error.
-        FileNotFoundError: when the rule file does not exist.
+        TypeError: ``graph`` is not a program, name or path.
+        ValueError: on an ill-typed graph, a bad option (one line naming it, with a
+            suggestion for misspelt names), a rule file syntax error, or an operator the
+            cost model cannot price.
+        FileNotFoundError: when the rule file or the named program does not exist.
     """
+    start = time.perf_counter()
+    validate_optimize_options(
+        k_multi=k_multi,
+        node_limit=node_limit,
+        iter_limit=iter_limit,
+        time_limit=time_limit,
+        cycle_filter=cycle_filter,
+        extractor=extractor,
+        solver=solver,
+        order_vars=order_vars,
+        device=device,
+        cost_model=cost_model,
+    )
+    graph = _as_graph(graph)
+    if isinstance(policy, str) and policy != "default":
+        kw = {k: v for k, v in locals().items() if k not in ("graph", "policy", "start")}
+        from tensat_py.policies.run import optimize_with_policy
+
+        return optimize_with_policy(graph, policy, kw)
+    display = progress if isinstance(progress, PhaseDisplay) else PhaseDisplay(bool(progress))
+    deadline = start + time_limit
     from tensat_py.frontends import defaults_for
 
     fe = defaults_for(graph)
     if rules is None:
         rules = fe.default_rules if fe is not None else "taso"
-    if cost_model is None:
-        cost_model = fe.default_cost_model if fe is not None else "roofline"
-    model = get_cost_model(cost_model, device)
+    gain_floor = min_gain if min_gain is not None else (fe.min_gain if fe is not None else 0.0)
+    if not 0.0 <= gain_floor < 1.0:
+        raise ValueError(f"min_gain must be in [0, 1), got {gain_floor}")
+    model = _resolve_cost_model(graph, cost_model, device)
     ruleset = load_rules(rules)
     cost_before = model.graph_cost(graph)
 
+    # Verification, first half: the input's outputs, whose time predicts the candidate's.
+    ref: Reference | None = None
+    verify_seconds = 0.0
+    reserve = 0.0
+    if verify:
+        t = time.perf_counter()
+        with display.phase("verification (reference run)"):
+            ref = reference(graph, seed=0, dtype="float64")
+        verify_seconds = time.perf_counter() - t
+        reserve = VERIFY_RESERVE_FACTOR * verify_seconds
+    setup_seconds = time.perf_counter() - start - verify_seconds
+
+    explore_limit = max(MIN_PHASE_SECONDS, (deadline - time.perf_counter() - reserve) / 2)
     egraph = _core.EGraph(graph.to_flat())
-    stats: dict[str, Any] = dict(
-        egraph.saturate(
-            ruleset,
-            k_multi=k_multi,
-            node_limit=node_limit,
-            iter_limit=iter_limit,
-            time_limit=time_limit,
-            cycle_filter=cycle_filter,
+    with display.phase("exploration"):
+        stats: dict[str, Any] = dict(
+            egraph.saturate(
+                ruleset,
+                k_multi=k_multi,
+                node_limit=node_limit,
+                iter_limit=iter_limit,
+                time_limit=explore_limit,
+                cycle_filter=cycle_filter,
+                policy=None if isinstance(policy, str) else policy,
+            )
         )
-    )
-    start = time.perf_counter()
-    export = egraph.export()
-    costs = model.costs_for_export(export)
-    problem = ExtractionProblem.from_export(export, costs)
-    if dump_egraph is not None:
-        save_json(problem, dump_egraph)
-    result = extract(
-        problem,
-        extractor=extractor,
-        solver=solver,
-        time_limit=time_limit,
-        cycle_constraints="order" if cycle_filter == "none" and extractor == "ilp" else None,
-        order_vars=order_vars,
-    )
-    candidate = Graph.from_choices(export, result.choices)
-    candidate.meta = dict(graph.meta)  # front-end data (opaque payloads, source model)
-    stats["extract_seconds"] = time.perf_counter() - start
+    t = time.perf_counter()
+    explore_wall = t - start - setup_seconds - verify_seconds
+    extract_limit = max(MIN_PHASE_SECONDS, deadline - t - reserve)
+    with display.phase("extraction"):
+        export = egraph.export()
+        costs = model.costs_for_export(export)
+        problem = ExtractionProblem.from_export(export, costs)
+        if dump_egraph is not None:
+            save_json(problem, dump_egraph)
+        result = extract(
+            problem,
+            extractor=extractor,
+            solver=solver,
+            time_limit=max(MIN_PHASE_SECONDS, deadline - time.perf_counter() - reserve),
+            cycle_constraints="order" if cycle_filter == "none" and extractor == "ilp" else None,
+            order_vars=order_vars,
+        )
+        candidate = Graph.from_choices(export, result.choices)
+        candidate.meta = dict(graph.meta)  # front-end data (opaque payloads, source model)
+        candidate_cost = model.graph_cost(candidate)
+    stats["extract_seconds"] = time.perf_counter() - t
     stats["extraction_message"] = result.message
+    # Extraction figures (docs/extraction.md): proved lower bound, relative gap, phases.
+    stats.update(
+        extraction_cost=result.cost,
+        extraction_lower_bound=result.lower_bound,
+        extraction_gap=result.gap,
+        extraction_build_seconds=result.build_seconds,
+        extraction_solve_seconds=result.solve_seconds,
+        extraction_simplify_seconds=result.simplify_seconds,
+        extraction_stats=dict(result.stats),
+    )
+
+    report: VerifyReport | None = None
+    if ref is not None:
+        t = time.perf_counter()
+        with display.phase("verification"):
+            report = _check_candidate(ref, graph, candidate)
+        verify_seconds += time.perf_counter() - t
 
     status, message = result.status, result.message
-    best = candidate
-    cost_after = model.graph_cost(candidate)
-    if cost_after > cost_before:
+    best, cost_after = candidate, candidate_cost
+    if report is not None and not report.passed:
+        status = "fallback-unverified"
+        message = (
+            f"the extracted program ({result.status}, cost {candidate_cost:.6g} s) failed "
+            f"verification on {report.runner}: {report.message}; kept the input"
+        )
         best, cost_after = graph, cost_before
-        status = "fallback-input"
-        message = f"extracted program ({result.status}) is not cheaper than the input; kept input"
-    report = None
-    if verify:
-        report = verify_graphs(graph, best, seed=0, dtype="float64")
-        if not report.passed and best is not graph:
-            message = (
-                f"optimised program failed verification (max relative error "
-                f"{report.max_rel_error:.3g}); kept input"
-            )
-            best, cost_after, status = graph, cost_before, "fallback-input"
-            report = verify_graphs(graph, best, seed=0, dtype="float64")
+    elif candidate_cost > cost_before:
+        status = "fallback-not-cheaper"
+        message = (
+            f"the extracted program ({result.status}) costs {candidate_cost:.6g} s, more than "
+            f"the input's {cost_before:.6g} s; kept the input"
+        )
+        best, cost_after = graph, cost_before
+    elif candidate_cost < cost_before and candidate_cost > cost_before * (1 - gain_floor):
+        status = "fallback-not-cheaper"
+        message = (
+            f"the extracted program ({result.status}) is {1 - candidate_cost / cost_before:.2%} "
+            f"cheaper, below min_gain {gain_floor:.2%}; kept the input"
+        )
+        best, cost_after = graph, cost_before
+
+    total = time.perf_counter() - start
+    phases = {
+        "setup": setup_seconds,
+        "exploration": explore_wall,
+        "extraction": stats["extract_seconds"],
+        "verification": verify_seconds,
+    }
+    stats.update(
+        verify_seconds=verify_seconds,
+        total_seconds=total,
+        time_limit=float(time_limit),
+        explore_time_limit=explore_limit,
+        extract_time_limit=extract_limit,
+        phase_seconds=phases,
+        phase_share={k: (v / total if total > 0 else 0.0) for k, v in phases.items()},
+    )
     return OptimizeResult(
         graph=best,
         cost_before=cost_before,
@@ -244,4 +446,15 @@ def optimize(
         stats=stats,
         verify=report,
         message=message,
+        candidate=candidate,
+        candidate_cost=candidate_cost,
+        candidate_status=result.status,
     )
+
+
+def _check_candidate(ref: Reference, graph: Graph, candidate: Graph) -> VerifyReport:
+    """The candidate's verification: a program identical to the input (same flat program,
+    no opaque nodes whose payloads the flat form leaves out) passes without running."""
+    if not graph.opaque_nodes() and candidate.to_flat() == graph.to_flat():
+        return VerifyReport(0.0, 0.0, True, ref.tolerance, "identical to the input", ref.runner)
+    return ref.check(candidate)

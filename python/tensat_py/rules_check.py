@@ -88,6 +88,8 @@ _TENSOR_CANDIDATES = 10
 _LIST_CANDIDATES = 10
 #: Steps (candidate values assigned) per restart of the backtracking search.
 _RESTART_STEPS = 80
+#: Candidates drawn from the shapes beside a tensor variable, before the random ones.
+_SIBLING_CANDIDATES = 6
 #: Ranks of a random tensor candidate and their weights.
 _RANKS = (0, 1, 2, 3, 4)
 _RANK_WEIGHTS = (0.05, 0.2, 0.25, 0.25, 0.25)
@@ -371,6 +373,7 @@ class _Search:
         self.seen: set[tuple] = set()  # signatures of the instances found
         self.p_copy = 0.3
         self.p_edit = 0.4
+        self.use_siblings = False
 
     # ---------------------------------------------------------------- driving
     def find(self) -> dict[str, Any] | None:
@@ -398,6 +401,7 @@ class _Search:
             self.replay = self._replay() if self.r.random() < 0.5 else {}
             # Each restart mixes copies, edits and random shapes in its own proportions,
             # so instances differ in which dimensions relate, not only in their sizes.
+            self.use_siblings = self.r.random() < 0.5
             self.p_copy = self.r.uniform(0.1, 0.5)
             self.p_edit = self.r.uniform(0.3, 0.9 - self.p_copy)
             try:
@@ -512,8 +516,19 @@ class _Search:
         if first is not None:
             seen.add(first.shape)
             yield first
+        # Shapes beside the variable in its application: its sibling operands' own shapes
+        # (elementwise operands) and vectors along one of their axes (per-channel
+        # parameters); a few of them, in random order, before the random draws.
+        # (In addition to the random candidates.)
+        extra = 0
+        near = self._sibling_shapes(var) if self.use_siblings else []
+        for s in near[:_SIBLING_CANDIDATES]:
+            if s not in seen and prod(s) <= _MAX_NUMEL:
+                seen.add(s)
+                extra += 1
+                yield _Tensor(s, self._dtype_for(var), r.random() < 0.3)
         for _ in range(6 * _TENSOR_CANDIDATES):
-            if len(seen) >= _TENSOR_CANDIDATES:
+            if len(seen) >= _TENSOR_CANDIDATES + extra:
                 return
             u = r.random()
             if pool and u < self.p_copy:
@@ -533,6 +548,33 @@ class _Search:
                 continue
             seen.add(s)
             yield _Tensor(s, self._dtype_for(var), r.random() < 0.3)
+
+    def _sibling_shapes(self, var: str) -> list[tuple[int, ...]]:
+        """Shapes of the tensor operands beside ``var`` in its application that are
+        complete (those of tensor variables first), and vectors along each one's axes
+        (``(d,)`` and the broadcasting ``(d, 1, ..., 1)``); shuffled within the two
+        groups."""
+        info = self.plan.info[var]
+        peers: list[tuple[int, ...]] = []  # tensor variables beside it: tried first
+        own: list[tuple[int, ...]] = []
+        for (_, kind), a in zip(_kinds_of(info.app), info.app[1:], strict=True):
+            if kind != "tensor" or a == var or not _vars_in(a) <= set(self.assign):
+                continue
+            try:
+                ty = self.builder.g.nodes[self.builder.build(a, self.assign)].type
+            except GraphError:
+                continue
+            if isinstance(ty, TensorType):
+                (peers if _is_var(a) else own).append(ty.shape)
+        # Per-axis vectors: (d,), and (d, 1, ..., 1) as it broadcasts along that axis.
+        axes = [
+            v
+            for s in [*peers, *own]
+            for k, d in enumerate(s)
+            for v in ((d,), (d, *([1] * (len(s) - 1 - k))))
+        ]
+        rest = [*own, *axes]
+        return list(dict.fromkeys([*self._shuffled(peers), *self._shuffled(rest)]))
 
     def _dtype_for(self, var: str) -> str:
         """float32, unless the last instance gave ``var`` another dtype or the search
@@ -908,6 +950,13 @@ def _check_rule(
     if len(sources) != len(targets):
         res.reason = f"{len(sources)} sources but {len(targets)} targets"
         return res
+    from tensat_py.rules_check_ks import check_ks_rule, is_knossos_rule
+
+    if is_knossos_rule(sources, targets):
+        return check_ks_rule(
+            ruleset, index, described, sources, targets, res,
+            samples=samples, attempts=attempts, seed=seed,
+        )  # fmt: skip
     plan = _plan(ruleset, index, sources, targets)
     why = _unsupported(plan)
     if why:

@@ -11,10 +11,9 @@ outputs are compared in order. Runners:
   loaded from ONNX keep the model's values; integer inputs are drawn from {0, 1}
   (:func:`tensat_py.runtime.ort_exec.feeds`).
 * ``"xla"``: both graphs are printed as HLO (:mod:`tensat_py.frontends.hlo`) and compiled
-  and run by XLA on CPU (jaxlib) in their declared dtypes on the same random arguments
-  (:func:`tensat_py.frontends.hlo.random_args`); tolerance ``1e-5`` (XLA's own rewrites
-  re-associate too).
-* ``"auto"`` (default): the runner the front end asked for (``Graph.meta["verify_runner"]``,
+  and run by XLA's CPU client through jaxlib (:mod:`tensat_py.runtime.xla_exec`) in
+  float32; relative tolerance :data:`XLA_TOLERANCE`.
+* ``"auto"`` (default): the front end's runner when it names one (``meta["verify_runner"]``:
   ``"xla"`` for HLO input); else onnxruntime when either graph has opaque nodes (whose exact
   semantics, including non-float values, only the source runtime knows), NumPy otherwise.
 
@@ -33,18 +32,39 @@ outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from tensat_py.graph import Graph
 from tensat_py.runtime.numpy_exec import random_feeds, run
 
-__all__ = ["TOLERANCES", "VerifyReport", "verify"]
+__all__ = [
+    "TOLERANCES",
+    "Reference",
+    "VerificationError",
+    "VerifyReport",
+    "reference",
+    "verify",
+]
+
+
+class VerificationError(ValueError):
+    """The reference program itself cannot be run by the chosen runner (so nothing can be
+    verified against it); the message names the runner and its first line of error."""
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
 
 #: Relative-error thresholds by dtype.
 TOLERANCES = {"float32": 1e-3, "float64": 1e-9}
-#: Relative-error threshold of the XLA runner (float32 modules, XLA's rewrites both sides).
+#: Relative tolerance of the XLA runner (HLO input, float32 on XLA's CPU client): both
+#: modules run through XLA's own optimisation pipeline in float32.
 XLA_TOLERANCE = 1e-5
+RUNNERS = ("numpy", "onnxruntime", "xla")
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,7 @@ class VerifyReport:
         passed: ``max_rel_error`` within the dtype's tolerance (and shapes agree).
         tolerance: the threshold used.
         message: why it failed, or ``"ok"``.
+        runner: ``"numpy"`` or ``"onnxruntime"``: what ran both programs.
     """
 
     max_abs_error: float
@@ -65,6 +86,149 @@ class VerifyReport:
     tolerance: float = 0.0
     message: str = "ok"
     runner: str = "numpy"
+
+
+def reference(
+    original: Graph,
+    *,
+    seed: int = 0,
+    dtype: str = "float32",
+    tolerance: float | None = None,
+    runner: str = "auto",
+) -> Reference:
+    """Runs ``original`` once on its random feeds; :meth:`Reference.check` then compares
+    any number of candidate programs against these outputs without running it again.
+
+    Arguments as for :func:`verify` (``"auto"`` picks the runner from ``original``'s opaque
+    nodes: candidates carry the same ones).
+
+    Raises:
+        ValueError: an unknown runner or dtype.
+        VerificationError: the runner cannot run ``original``.
+    """
+    if runner == "auto":
+        runner = _auto_runner(original)
+    if runner not in RUNNERS:
+        raise ValueError(f"unknown runner {runner!r}; use 'auto', 'numpy', 'onnxruntime' or 'xla'")
+    if runner in ("onnxruntime", "xla"):
+        dtype = "float32"
+    if dtype not in TOLERANCES:
+        raise ValueError(f"unknown verification dtype {dtype!r}; use 'float32' or 'float64'")
+    tol = TOLERANCES[dtype] if tolerance is None else tolerance
+    if runner == "xla" and tolerance is None:
+        tol = XLA_TOLERANCE
+    args: Any = None
+    try:
+        if runner == "xla":
+            from tensat_py.frontends.hlo import dumps, random_args
+            from tensat_py.runtime.xla_exec import run_text
+
+            args = random_args(original, seed=seed)
+            feeds = {k: None for k in original.leaf_types()}
+            outputs = run_text(dumps(original), args)
+        elif runner == "onnxruntime":
+            from tensat_py.runtime import ort_exec
+
+            feeds = ort_exec.feeds(original, seed=seed)
+            outputs = ort_exec.run(original, feeds)
+        else:
+            feeds = random_feeds(original, seed=seed, dtype=dtype)
+            outputs = run(original, feeds)
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # any runner failure: the input program cannot be checked
+        raise VerificationError(
+            f"verification: {runner} cannot run the input program ({_first_line(e)})"
+        ) from e
+    return Reference(original, runner, dtype, tol, feeds, list(outputs), args)
+
+
+def _auto_runner(original: Graph, optimized: Graph | None = None) -> str:
+    """The runner for ``original``: its front end's (``meta["verify_runner"]``: ``"xla"``
+    for HLO), else onnxruntime when either graph has opaque ONNX nodes, else NumPy."""
+    chosen = original.meta.get("verify_runner")
+    if isinstance(chosen, str):
+        return chosen
+    opaque = original.opaque_nodes() or (optimized is not None and optimized.opaque_nodes())
+    return "onnxruntime" if opaque else "numpy"
+
+
+@dataclass
+class Reference:
+    """The outputs of a reference program on fixed random feeds (see :func:`reference`).
+
+    Attributes:
+        original: the reference program.
+        runner: ``"numpy"``, ``"onnxruntime"`` or ``"xla"``.
+        dtype: the dtype the feeds were drawn in.
+        tolerance: relative-error threshold of :meth:`check`.
+        feeds: inputs and weights by name.
+        outputs: ``original``'s outputs, in order.
+        args: the XLA runner's positional arguments (None for the other runners).
+    """
+
+    original: Graph
+    runner: str
+    dtype: str
+    tolerance: float
+    feeds: dict[str, Any]
+    outputs: list[np.ndarray]
+    args: Any = None
+
+    def check(self, optimized: Graph) -> VerifyReport:
+        """Runs ``optimized`` on the same feeds and compares its outputs with the
+        reference's (see :func:`verify` for the report)."""
+        runner, tol = self.runner, self.tolerance
+
+        def report(*args: object) -> VerifyReport:
+            return VerifyReport(*args, runner=runner)  # type: ignore[arg-type]
+
+        missing = sorted(set(optimized.leaf_types()) - set(self.feeds))
+        if missing:
+            return report(np.inf, np.inf, False, tol, f"optimized graph has new leaves {missing}")
+        if len(self.outputs) != len(optimized.outputs):
+            return report(
+                np.inf,
+                np.inf,
+                False,
+                tol,
+                f"output count differs: {len(self.outputs)} vs {len(optimized.outputs)}",
+            )
+        try:
+            if runner == "xla":
+                from tensat_py.frontends.hlo import dumps
+                from tensat_py.runtime.xla_exec import run_text
+
+                b_out = run_text(dumps(optimized), self.args)
+            elif runner == "onnxruntime":
+                from tensat_py.runtime import ort_exec
+
+                b_out = ort_exec.run(optimized, self.feeds, source=self.original)
+            else:
+                b_out = run(optimized, self.feeds)
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # the candidate does not run: it fails verification
+            return report(np.inf, np.inf, False, tol, f"{runner} cannot run it: {_first_line(e)}")
+        max_abs = 0.0
+        max_rel = 0.0
+        for k, (a, b) in enumerate(zip(self.outputs, b_out, strict=True)):
+            if a.shape != b.shape:
+                return report(
+                    np.inf, np.inf, False, tol, f"output {k}: shape {a.shape} vs {b.shape}"
+                )
+            if not np.issubdtype(a.dtype, np.number) or not np.issubdtype(b.dtype, np.number):
+                a, b = a.astype(np.float64), b.astype(np.float64)  # booleans
+            a64 = a.astype(np.float64)
+            diff = float(np.max(np.abs(a64 - b.astype(np.float64)))) if a.size else 0.0
+            scale = float(np.max(np.abs(a64))) if a.size else 0.0
+            if not np.isfinite(diff):
+                diff = np.inf
+            max_abs = max(max_abs, diff)
+            max_rel = max(max_rel, diff / max(scale, np.finfo(np.float64).tiny))
+        passed = bool(max_rel <= tol)
+        msg = "ok" if passed else f"max relative error {max_rel:.3g} exceeds {tol:g}"
+        return report(max_abs, max_rel, passed, tol, msg)
 
 
 def verify(
@@ -86,73 +250,18 @@ def verify(
         dtype: ``"float32"`` or ``"float64"``.
         tolerance: relative-error threshold; defaults to :data:`TOLERANCES` [dtype]
             (the float32 one for the onnxruntime runner).
-        runner: ``"auto"`` (default), ``"numpy"``, ``"onnxruntime"`` or ``"xla"`` (see
-            above).
+        runner: ``"auto"`` (default), ``"numpy"``, ``"onnxruntime"`` or ``"xla"`` (see above).
 
     Returns:
-        A :class:`VerifyReport`; a mismatch in output count, shape, or missing feeds gives
-        ``passed=False`` with infinite errors and a message.
+        A :class:`VerifyReport`; a mismatch in output count, shape, missing feeds, or an
+        optimized program the runner cannot run gives ``passed=False`` with infinite
+        errors and a message.
+
+    Raises:
+        ValueError: an unknown runner or dtype.
+        VerificationError: the runner cannot run ``original``.
     """
     if runner == "auto":
-        opaque = original.opaque_nodes() or optimized.opaque_nodes()
-        runner = original.meta.get("verify_runner") or ("onnxruntime" if opaque else "numpy")
-    if runner not in ("numpy", "onnxruntime", "xla"):
-        raise ValueError(f"unknown runner {runner!r}; use 'auto', 'numpy', 'onnxruntime' or 'xla'")
-    if runner in ("onnxruntime", "xla"):
-        dtype = "float32"
-    tol = TOLERANCES.get(dtype, 1e-3) if tolerance is None else tolerance
-    if runner == "xla" and tolerance is None:
-        tol = XLA_TOLERANCE
-
-    def report(*args: object) -> VerifyReport:
-        return VerifyReport(*args, runner=runner)  # type: ignore[arg-type]
-
-    if runner == "xla":
-        from tensat_py.frontends.hlo import dumps, random_args
-        from tensat_py.runtime.xla_exec import run_text
-
-        args = random_args(original, seed=seed)
-        feeds = {k: None for k in original.leaf_types()}
-    elif runner == "onnxruntime":
-        from tensat_py.runtime import ort_exec
-
-        feeds = ort_exec.feeds(original, seed=seed)
-    else:
-        feeds = random_feeds(original, seed=seed, dtype=dtype)
-    missing = sorted(set(optimized.leaf_types()) - set(feeds))
-    if missing:
-        return report(np.inf, np.inf, False, tol, f"optimized graph has new leaves {missing}")
-    if len(original.outputs) != len(optimized.outputs):
-        return report(
-            np.inf,
-            np.inf,
-            False,
-            tol,
-            f"output count differs: {len(original.outputs)} vs {len(optimized.outputs)}",
-        )
-    if runner == "xla":
-        a_out = run_text(dumps(original), args)
-        b_out = run_text(dumps(optimized), args)
-    elif runner == "onnxruntime":
-        a_out = ort_exec.run(original, feeds)
-        b_out = ort_exec.run(optimized, feeds, source=original)
-    else:
-        a_out = run(original, feeds)
-        b_out = run(optimized, feeds)
-    max_abs = 0.0
-    max_rel = 0.0
-    for k, (a, b) in enumerate(zip(a_out, b_out, strict=True)):
-        if a.shape != b.shape:
-            return report(np.inf, np.inf, False, tol, f"output {k}: shape {a.shape} vs {b.shape}")
-        if not np.issubdtype(a.dtype, np.number) or not np.issubdtype(b.dtype, np.number):
-            a, b = a.astype(np.float64), b.astype(np.float64)  # booleans
-        a64 = a.astype(np.float64)
-        diff = float(np.max(np.abs(a64 - b.astype(np.float64)))) if a.size else 0.0
-        scale = float(np.max(np.abs(a64))) if a.size else 0.0
-        if not np.isfinite(diff):
-            diff = np.inf
-        max_abs = max(max_abs, diff)
-        max_rel = max(max_rel, diff / max(scale, np.finfo(np.float64).tiny))
-    passed = bool(max_rel <= tol)
-    msg = "ok" if passed else f"max relative error {max_rel:.3g} exceeds {tol:g}"
-    return report(max_abs, max_rel, passed, tol, msg)
+        runner = _auto_runner(original, optimized)
+    ref = reference(original, seed=seed, dtype=dtype, tolerance=tolerance, runner=runner)
+    return ref.check(optimized)

@@ -110,6 +110,51 @@ pub struct Tensor {
     pub constant: bool,
     /// Per axis, the split positions a concat left (`None` when the axis was not joined).
     pub splits: Vec<Option<Arc<SplitTree>>>,
+    /// Free variables (Knossos programs: the `var`s not bound by an enclosing binder);
+    /// always empty for tensor programs.
+    pub free: FreeVars,
+}
+
+/// A set of free variable names, sorted; empty without allocating.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct FreeVars(Option<Arc<[Symbol]>>);
+
+impl FreeVars {
+    /// The set holding `names` (any order, duplicates allowed).
+    pub fn of(names: impl IntoIterator<Item = Symbol>) -> FreeVars {
+        let mut v: Vec<Symbol> = names.into_iter().collect();
+        v.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        v.dedup();
+        if v.is_empty() {
+            FreeVars(None)
+        } else {
+            FreeVars(Some(v.into()))
+        }
+    }
+    /// The names, sorted.
+    pub fn iter(&self) -> impl Iterator<Item = Symbol> + '_ {
+        self.0.iter().flat_map(|a| a.iter().copied())
+    }
+    /// Whether `name` is in the set.
+    pub fn contains(&self, name: Symbol) -> bool {
+        self.iter().any(|s| s == name)
+    }
+    /// True for the empty set.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+    /// The union of several sets.
+    pub fn union<'a>(sets: impl IntoIterator<Item = &'a FreeVars>) -> FreeVars {
+        FreeVars::of(sets.into_iter().flat_map(|s| s.iter()))
+    }
+    /// This set without `name`.
+    pub fn without(&self, name: Symbol) -> FreeVars {
+        FreeVars::of(self.iter().filter(|s| *s != name))
+    }
+    /// The names in both sets.
+    pub fn intersect(&self, other: &FreeVars) -> FreeVars {
+        FreeVars::of(self.iter().filter(|s| other.contains(*s)))
+    }
 }
 
 impl Tensor {
@@ -125,6 +170,7 @@ impl Tensor {
             shape,
             constant,
             splits,
+            free: FreeVars::default(),
         }
     }
     /// Number of elements.
@@ -148,8 +194,20 @@ pub enum Data {
     Tensor(Tensor),
     /// The two parts of a `split`.
     Pair(Box<(Tensor, Tensor)>),
+    /// A Knossos value that is not a scalar (vectors, tuples, lambdas, strings); Knossos
+    /// scalars are rank-0 tensors (`Float` float64, `Integer` int64, `Bool` bool).
+    Ks(Box<KsData>),
     /// An e-node that does not type-check; never produced by saturation, which checks first.
     Invalid(String),
+}
+
+/// The type and free variables of a non-scalar Knossos value ([`Data::Ks`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KsData {
+    /// Its Knossos type (never a scalar: those are [`Data::Tensor`]).
+    pub ty: crate::lang::knossos::KsType,
+    /// Free variables.
+    pub free: FreeVars,
 }
 
 impl Data {
@@ -158,6 +216,23 @@ impl Data {
         match self {
             Data::Tensor(t) => Some(t),
             _ => None,
+        }
+    }
+    /// Free variables of a value (empty for parameters and tensor programs).
+    pub fn free(&self) -> &FreeVars {
+        static EMPTY: FreeVars = FreeVars(None);
+        match self {
+            Data::Tensor(t) => &t.free,
+            Data::Ks(k) => &k.free,
+            _ => &EMPTY,
+        }
+    }
+    /// Replace the free variables of a value (no effect on parameters).
+    pub fn set_free(&mut self, free: FreeVars) {
+        match self {
+            Data::Tensor(t) => t.free = free,
+            Data::Ks(k) => k.free = free,
+            _ => {}
         }
     }
 }
@@ -187,7 +262,19 @@ impl Analysis<Mdl> for TensorAnalysis {
                         changed = true;
                     }
                 }
+                // Equal terms: a variable free in only one of them is not really used.
+                if !x.free.is_empty() {
+                    let both = x.free.intersect(&y.free);
+                    changed |= both != x.free;
+                    x.free = both;
+                }
                 // b gains what a had that it lacked: report both directions conservatively.
+                DidMerge(changed, true)
+            }
+            (Data::Ks(x), Data::Ks(y)) => {
+                let both = x.free.intersect(&y.free);
+                let changed = both != x.free;
+                x.free = both;
                 DidMerge(changed, true)
             }
             (a @ Data::Invalid(_), b) => {
@@ -221,7 +308,14 @@ pub fn infer<'a>(enode: &Mdl, data: impl Fn(Id) -> &'a Data) -> Result<Data, Str
         Mdl::Op(op, children) => {
             let decl = op.decl();
             let args: Vec<&Data> = children.iter().map(|c| data(*c)).collect();
-            (decl.infer)(&Operands::new(decl, &args)).map_err(|m| format!("{}: {m}", decl.name))
+            let mut out = (decl.infer)(&Operands::new(decl, &args))
+                .map_err(|m| format!("{}: {m}", decl.name))?;
+            // Binders (the knossos dialect) compute their free variables in their type
+            // rule; every other operator has those of its operands.
+            if op.dialect().name != "knossos" && args.iter().any(|a| !a.free().is_empty()) {
+                out.set_free(FreeVars::union(args.iter().map(|a| a.free())));
+            }
+            Ok(out)
         }
     }
 }

@@ -1,5 +1,6 @@
-//! Greedy extraction over a flat e-graph: tree cost ([`greedy_tree`]) and DAG cost
-//! ([`greedy_dag`]), plus the DAG cost of a choice ([`dag_cost`]).
+//! Greedy extraction over a flat e-graph: tree cost ([`greedy_tree`]), DAG cost
+//! ([`greedy_dag`]) and a beam over DAG costs ([`beam_dag`]), plus the DAG cost of a choice
+//! ([`dag_cost`]).
 //!
 //! The e-graph is handed over as flat arrays (a [`Problem`]): e-classes are `0..num_classes`,
 //! e-nodes are `0..n`, node `i` lives in class `node_eclass[i]`, its children are *class*
@@ -350,6 +351,178 @@ pub fn greedy_dag(p: &Problem) -> Vec<Option<usize>> {
     dag
 }
 
+/// Union of two sorted `(class, node)` sets, keyed by class (`a`'s node wins a conflict), with
+/// the summed cost of the nodes in the union.
+fn merge_sets(p: &Problem, a: &CostSet, b: &CostSet) -> CostSet {
+    let mut items = Vec::with_capacity(a.items.len() + b.items.len());
+    let (mut x, mut y) = (0, 0);
+    while x < a.items.len() && y < b.items.len() {
+        let (ca, cb) = (a.items[x].0, b.items[y].0);
+        if ca < cb {
+            items.push(a.items[x]);
+            x += 1;
+        } else if cb < ca {
+            items.push(b.items[y]);
+            y += 1;
+        } else {
+            items.push(a.items[x]);
+            x += 1;
+            y += 1;
+        }
+    }
+    items.extend_from_slice(&a.items[x..]);
+    items.extend_from_slice(&b.items[y..]);
+    let total = items.iter().map(|&(_, j)| p.node_cost[j]).sum();
+    CostSet { items, total }
+}
+
+/// Keeps the `width` cheapest distinct sets of `sets`, cheapest first.
+fn keep_best(sets: &mut Vec<CostSet>, width: usize) {
+    sets.sort_by(|a, b| a.total.total_cmp(&b.total));
+    let mut out: Vec<CostSet> = Vec::with_capacity(width);
+    for s in sets.drain(..) {
+        if out.len() >= width {
+            break;
+        }
+        if !out.iter().any(|o| o.items == s.items) {
+            out.push(s);
+        }
+    }
+    *sets = out;
+}
+
+/// The `width` cheapest combinations of one set from each beam in `beams` (pairwise merges,
+/// pruned to `width` after each step).
+fn combine(p: &Problem, beams: &[&Vec<CostSet>], width: usize) -> Vec<CostSet> {
+    let mut partial = vec![CostSet {
+        items: Vec::new(),
+        total: 0.0,
+    }];
+    for beam in beams {
+        let mut next = Vec::with_capacity(partial.len() * beam.len());
+        for a in &partial {
+            for b in beam.iter() {
+                next.push(merge_sets(p, a, b));
+            }
+        }
+        keep_best(&mut next, width);
+        partial = next;
+    }
+    partial
+}
+
+/// Beam DAG extraction: like [`greedy_dag`], but every class keeps the `width` cheapest
+/// sub-DAGs found (as `(class, node)` sets with their summed cost) instead of one, and a node
+/// combines its children's beams, keeping the `width` cheapest unions (the idea of
+/// extraction-gym's beam extractor). Sharing between siblings that greedy DAG misses (two
+/// operands that are cheaper together through a common sub-term than apart) is found when
+/// the shared variant is among the `width` best of each child.
+///
+/// Iterated with a work list until no beam changes, at most `64 * n + 1024` node
+/// evaluations (`n` nodes). The root beams are combined the same way and the cheapest valid
+/// (acyclic) candidate is compared with [`greedy_dag`]: the result is the cheaper of the
+/// two, so it is always acyclic and never costlier than greedy DAG. `width = 1` is
+/// greedy DAG.
+///
+/// ```
+/// use _core::extract::{beam_dag, dag_cost, greedy_dag, Problem};
+/// // X (class 0, cost 3); A = {a1(X) 1 | a2 3}; B = {b1(X) 1 | b2 3}; root R = r(A, B) 0.
+/// // Greedy DAG takes a2, b2 (6); sharing X costs 3 + 1 + 1 = 5.
+/// let node_eclass = [0, 1, 1, 2, 2, 3];
+/// let node_children = vec![vec![], vec![0], vec![], vec![0], vec![], vec![1, 2]];
+/// let node_cost = [3.0, 1.0, 3.0, 1.0, 3.0, 0.0];
+/// let p = Problem { node_eclass: &node_eclass, node_children: &node_children,
+///     node_cost: &node_cost, num_classes: 4, roots: &[3], forbidden: &[false; 6] };
+/// assert_eq!(dag_cost(&p, &greedy_dag(&p)), 6.0);
+/// assert_eq!(dag_cost(&p, &beam_dag(&p, 2)), 5.0);
+/// ```
+pub fn beam_dag(p: &Problem, width: usize) -> Vec<Option<usize>> {
+    let width = width.max(1);
+    let n = p.node_eclass.len();
+    let par = parents(p);
+    let mut beams: Vec<Vec<CostSet>> = vec![Vec::new(); p.num_classes];
+    let mut queued = vec![true; n];
+    let mut work: VecDeque<usize> = (0..n).collect();
+    let budget = 64 * n + 1024;
+    let mut evals = 0usize;
+    let mut kids: Vec<usize> = Vec::new();
+    while let Some(i) = work.pop_front() {
+        queued[i] = false;
+        evals += 1;
+        if evals > budget {
+            break;
+        }
+        if p.forbidden[i] {
+            continue;
+        }
+        let class = p.node_eclass[i];
+        kids.clear();
+        kids.extend_from_slice(&p.node_children[i]);
+        kids.sort_unstable();
+        kids.dedup();
+        if kids.iter().any(|&d| beams[d].is_empty() || d == class) {
+            continue;
+        }
+        let child_beams: Vec<&Vec<CostSet>> = kids.iter().map(|&d| &beams[d]).collect();
+        let candidates = combine(p, &child_beams, width);
+        let mut changed = false;
+        for mut s in candidates {
+            match s.items.binary_search_by_key(&class, |e| e.0) {
+                Ok(_) => continue, // own class below itself: a cycle
+                Err(pos) => s.items.insert(pos, (class, i)),
+            }
+            s.total += p.node_cost[i];
+            let beam = &mut beams[class];
+            if beam.iter().any(|o| o.items == s.items) {
+                continue;
+            }
+            if beam.len() < width {
+                beam.push(s);
+            } else if s.total < beam.last().map_or(f64::INFINITY, |w| w.total) {
+                *beam.last_mut().expect("full beam") = s;
+            } else {
+                continue;
+            }
+            beam.sort_by(|a, b| a.total.total_cmp(&b.total));
+            changed = true;
+        }
+        if changed {
+            for &j in &par[class] {
+                if !queued[j] {
+                    queued[j] = true;
+                    work.push_back(j);
+                }
+            }
+        }
+    }
+    let dag = greedy_dag(p);
+    let mut best = dag.clone();
+    let mut best_cost = dag_cost(p, &dag);
+    let mut roots = p.roots.to_vec();
+    roots.sort_unstable();
+    roots.dedup();
+    if roots.iter().any(|&r| beams[r].is_empty()) {
+        return best;
+    }
+    let root_beams: Vec<&Vec<CostSet>> = roots.iter().map(|&r| &beams[r]).collect();
+    for cand in combine(p, &root_beams, width) {
+        let mut choice = vec![None; p.num_classes];
+        for &(c, j) in &cand.items {
+            choice[c] = Some(j);
+        }
+        let choice = restrict_to_roots(p, &choice);
+        if !is_valid_choice(p, &choice) {
+            continue;
+        }
+        let cost = dag_cost(p, &choice);
+        if cost < best_cost {
+            best = choice;
+            best_cost = cost;
+        }
+    }
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,6 +696,34 @@ mod tests {
                 assert_eq!(&restrict_to_roots(&o.p(), c), c);
             }
             assert!(dag_cost(&o.p(), &dag) <= dag_cost(&o.p(), &tree));
+            let beam = beam_dag(&o.p(), 3);
+            if dag.iter().any(Option::is_some) {
+                assert!(is_valid_choice(&o.p(), &beam), "{beam:?}");
+                assert_eq!(&restrict_to_roots(&o.p(), &beam), &beam);
+                assert!(dag_cost(&o.p(), &beam) <= dag_cost(&o.p(), &dag));
+            }
         }
+    }
+
+    #[test]
+    fn beam_finds_sharing_that_greedy_dag_misses() {
+        // X (class 0, cost 3); A = {a1(X) 1 | a2 3}; B = {b1(X) 1 | b2 3}; R = r(A, B).
+        let o = Owned::new(
+            &[
+                (0, &[], 3.0),
+                (1, &[0], 1.0),
+                (1, &[], 3.0),
+                (2, &[0], 1.0),
+                (2, &[], 3.0),
+                (3, &[1, 2], 0.0),
+            ],
+            4,
+            &[3],
+        );
+        assert_eq!(dag_cost(&o.p(), &greedy_dag(&o.p())), 6.0);
+        let beam = beam_dag(&o.p(), 2);
+        assert_eq!(beam, vec![Some(0), Some(1), Some(3), Some(5)]);
+        assert_eq!(dag_cost(&o.p(), &beam), 5.0);
+        assert_eq!(dag_cost(&o.p(), &beam_dag(&o.p(), 1)), 6.0);
     }
 }

@@ -8,9 +8,11 @@
 pub mod analysis;
 pub mod cycles;
 pub mod extract;
+pub mod ks_cost;
 pub mod lang;
 pub mod rules;
 pub mod saturate;
+pub mod term;
 
 #[cfg(feature = "python")]
 mod py;

@@ -7,7 +7,7 @@
 use crate::analysis::{infer, Data};
 use crate::lang::{Arg, Mdl, Op, Output};
 use crate::rules;
-use crate::saturate::{Config, CycleFilter, Explorer};
+use crate::saturate::{Config, CycleFilter, Explorer, Found, Policy};
 use egg::{Id, Language, RecExpr, Symbol};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -186,6 +186,7 @@ impl TypeChecker {
             Data::Float(_) => "float",
             Data::List(_) => "list",
             Data::Sym(_) => "sym",
+            Data::Ks(_) => "ks",
             Data::Invalid(_) => "invalid",
         })
     }
@@ -369,7 +370,13 @@ impl EGraph {
 
     /// Explore with `rules`; returns the statistics as a dict (seconds as floats).
     #[allow(clippy::too_many_arguments)] // keyword arguments of the Python method
-    #[pyo3(signature = (rules, k_multi=1, node_limit=50_000, iter_limit=15, time_limit=60.0, cycle_filter="efficient"))]
+    ///
+    /// `policy` (optional) chooses the matches applied each iteration (see
+    /// `tensat_py.policies`): an object with `search_multi(iteration, k_multi) -> bool`,
+    /// `selects(iteration) -> bool` and `select(view) -> None | list[bool]`, each optional;
+    /// without one, or with `None`, the schedule is Tensat's (`AllRules`). A later call
+    /// continues the iteration count of earlier ones.
+    #[pyo3(signature = (rules, k_multi=1, node_limit=50_000, iter_limit=15, time_limit=60.0, cycle_filter="efficient", policy=None))]
     fn saturate<'py>(
         &mut self,
         py: Python<'py>,
@@ -379,6 +386,7 @@ impl EGraph {
         iter_limit: usize,
         time_limit: f64,
         cycle_filter: &str,
+        policy: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let config = Config {
             k_multi,
@@ -388,7 +396,21 @@ impl EGraph {
                 .map_err(|e| PyValueError::new_err(format!("time_limit: {e}")))?,
             cycle_filter: CycleFilter::parse(cycle_filter).map_err(PyValueError::new_err)?,
         };
-        let st = self.ex.run(&rules.inner, &config);
+        let st = match policy {
+            // Exploration runs without the GIL, so Python threads (the progress display) run.
+            None => {
+                let (ex, inner) = (&mut self.ex, &rules.inner);
+                py.allow_threads(|| ex.run(inner, &config))
+            }
+            Some(obj) => {
+                let mut p = PyPolicy { obj, err: None };
+                let st = self.ex.run_with(&rules.inner, &config, &mut p);
+                if let Some(e) = p.err {
+                    return Err(e);
+                }
+                st
+            }
+        };
         let d = PyDict::new(py);
         d.set_item("enodes", st.enodes)?;
         d.set_item("eclasses", st.eclasses)?;
@@ -426,75 +448,274 @@ impl EGraph {
         Ok(self.ex.egraph.find(x) == self.ex.egraph.find(y))
     }
 
+    /// The cheapest program under RLO's cost model (`crate::ks_cost`): `(cost, term)`,
+    /// the term in the e-graph's s-expression text. `functions` maps a called function's
+    /// name to the cost of calling it (besides the call overhead and the arguments).
+    fn extract_rlo(&self, functions: std::collections::HashMap<String, f64>) -> (f64, String) {
+        let (cost, expr) = crate::ks_cost::extract(&self.ex.egraph, self.ex.root, &functions);
+        (cost, expr.to_string())
+    }
+
     /// Export for extraction (see the module docs): dense class ids, e-nodes with their
     /// class and child classes, the filter list and each class's analysis data.
     fn export<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let eg = &self.ex.egraph;
-        let mut index: FxHashMap<Id, usize> = FxHashMap::default();
-        for (i, c) in eg.classes().enumerate() {
-            index.insert(c.id, i);
-        }
-        let mut node_op: Vec<String> = Vec::new();
-        let mut node_eclass: Vec<usize> = Vec::new();
-        let mut node_children: Vec<Vec<usize>> = Vec::new();
-        let mut filtered: Vec<usize> = Vec::new();
-        let classes = pyo3::types::PyList::empty(py);
-        for (i, c) in eg.classes().enumerate() {
-            for n in &c.nodes {
-                if self.ex.filter.contains(n) {
-                    filtered.push(node_op.len());
-                }
-                node_op.push(n.to_string());
-                node_eclass.push(i);
-                node_children.push(n.children().iter().map(|ch| index[&eg.find(*ch)]).collect());
-            }
-            let d = PyDict::new(py);
-            match &c.data {
-                Data::Int(v) => {
-                    d.set_item("kind", "int")?;
-                    d.set_item("value", v)?;
-                }
-                Data::Float(v) => {
-                    d.set_item("kind", "float")?;
-                    d.set_item("value", v)?;
-                }
-                Data::List(v) => {
-                    d.set_item("kind", "list")?;
-                    d.set_item("value", v.clone())?;
-                }
-                Data::Sym(s) => {
-                    d.set_item("kind", "sym")?;
-                    d.set_item("value", s.as_str())?;
-                }
-                Data::Tensor(t) => {
-                    d.set_item("kind", "tensor")?;
-                    d.set_item("shape", t.shape.clone())?;
-                    d.set_item("constant", t.constant)?;
-                    d.set_item("dtype", t.dtype.name())?;
-                }
-                Data::Pair(p) => {
-                    d.set_item("kind", "pair")?;
-                    d.set_item("shapes", (p.0.shape.clone(), p.1.shape.clone()))?;
-                    d.set_item("dtype", p.0.dtype.name())?;
-                    d.set_item("constant", p.0.constant && p.1.constant)?;
-                }
-                Data::Invalid(e) => {
-                    d.set_item("kind", "invalid")?;
-                    d.set_item("value", e)?;
-                }
-            }
-            classes.append(d)?;
-        }
-        let out = PyDict::new(py);
-        out.set_item("root", index[&eg.find(self.ex.root)])?;
-        out.set_item("num_classes", index.len())?;
-        out.set_item("node_op", node_op)?;
-        out.set_item("node_eclass", node_eclass)?;
-        out.set_item("node_children", node_children)?;
-        out.set_item("filtered", filtered)?;
-        out.set_item("classes", classes)?;
-        Ok(out)
+        export_dict(py, &self.ex)
     }
+
+    /// The canonical e-class of each of `ids` (e-class ids as in `export()["class_id"]`
+    /// and in a policy's view).
+    fn find(&self, ids: Vec<usize>) -> Vec<usize> {
+        ids.into_iter()
+            .map(|i| usize::from(self.ex.egraph.find(Id::from(i))))
+            .collect()
+    }
+
+    /// Matches of each rule of `rules` in the current e-graph, in rule order, conditions
+    /// checked, nothing applied; multi-pattern rules count only when `multi` (else 0).
+    #[pyo3(signature = (rules, multi=false))]
+    fn match_counts(&self, rules: &RuleSet, multi: bool) -> Vec<usize> {
+        self.ex.match_counts(&rules.inner, multi)
+    }
+
+    /// Iterations run so far over the e-graph's life (all `saturate` calls).
+    fn iterations_done(&self) -> usize {
+        self.ex.iterations_done
+    }
+}
+
+/// RLO's cost of a Knossos term given as a flat node list (see `EGraph`), with callee
+/// costs `functions`; raises `ValueError` on an ill-typed term.
+#[pyfunction]
+fn rlo_cost(
+    nodes: Vec<(String, Vec<usize>)>,
+    functions: std::collections::HashMap<String, f64>,
+) -> PyResult<f64> {
+    let expr = flat_to_expr(&nodes)?;
+    if let Some((i, msg)) = Explorer::type_errors(&expr) {
+        return Err(PyValueError::new_err(format!("node {i}: {msg}")));
+    }
+    Ok(crate::ks_cost::cost_of(&expr, &functions))
+}
+
+/// The e-graph of `ex` for extraction: dense class ids (`class_id` gives each one's e-class
+/// id), e-nodes with their class and child classes, the filter list and each class's
+/// analysis data.
+fn export_dict<'py>(py: Python<'py>, ex: &Explorer) -> PyResult<Bound<'py, PyDict>> {
+    let eg = &ex.egraph;
+    let mut index: FxHashMap<Id, usize> = FxHashMap::default();
+    for (i, c) in eg.classes().enumerate() {
+        index.insert(c.id, i);
+    }
+    let mut node_op: Vec<String> = Vec::new();
+    let mut node_eclass: Vec<usize> = Vec::new();
+    let mut node_children: Vec<Vec<usize>> = Vec::new();
+    let mut filtered: Vec<usize> = Vec::new();
+    let classes = pyo3::types::PyList::empty(py);
+    for (i, c) in eg.classes().enumerate() {
+        for n in &c.nodes {
+            if ex.filter.contains(n) {
+                filtered.push(node_op.len());
+            }
+            node_op.push(n.to_string());
+            node_eclass.push(i);
+            node_children.push(n.children().iter().map(|ch| index[&eg.find(*ch)]).collect());
+        }
+        let d = PyDict::new(py);
+        match &c.data {
+            Data::Int(v) => {
+                d.set_item("kind", "int")?;
+                d.set_item("value", v)?;
+            }
+            Data::Float(v) => {
+                d.set_item("kind", "float")?;
+                d.set_item("value", v)?;
+            }
+            Data::List(v) => {
+                d.set_item("kind", "list")?;
+                d.set_item("value", v.clone())?;
+            }
+            Data::Sym(s) => {
+                d.set_item("kind", "sym")?;
+                d.set_item("value", s.as_str())?;
+            }
+            Data::Tensor(t) => {
+                d.set_item("kind", "tensor")?;
+                d.set_item("shape", t.shape.clone())?;
+                d.set_item("constant", t.constant)?;
+                d.set_item("dtype", t.dtype.name())?;
+            }
+            Data::Pair(p) => {
+                d.set_item("kind", "pair")?;
+                d.set_item("shapes", (p.0.shape.clone(), p.1.shape.clone()))?;
+                d.set_item("dtype", p.0.dtype.name())?;
+                d.set_item("constant", p.0.constant && p.1.constant)?;
+            }
+            Data::Ks(k) => {
+                d.set_item("kind", "ks")?;
+                d.set_item("type", k.ty.to_string())?;
+            }
+            Data::Invalid(e) => {
+                d.set_item("kind", "invalid")?;
+                d.set_item("value", e)?;
+            }
+        }
+        classes.append(d)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("root", index[&eg.find(ex.root)])?;
+    out.set_item("num_classes", index.len())?;
+    out.set_item("node_op", node_op)?;
+    out.set_item("node_eclass", node_eclass)?;
+    out.set_item("node_children", node_children)?;
+    out.set_item("filtered", filtered)?;
+    out.set_item("classes", classes)?;
+    let ids: Vec<usize> = eg.classes().map(|c| usize::from(c.id)).collect();
+    out.set_item("class_id", ids)?;
+    Ok(out)
+}
+
+/// A Python policy object driving [`Explorer::run_with`]; the first Python error raised by
+/// it stops further applications and is re-raised after exploration.
+struct PyPolicy<'py> {
+    obj: Bound<'py, PyAny>,
+    err: Option<PyErr>,
+}
+
+impl PyPolicy<'_> {
+    fn call_bool(&mut self, name: &str, args: &[usize], default: bool) -> bool {
+        if self.err.is_some() {
+            return false;
+        }
+        match self.obj.getattr(name) {
+            Err(_) => default,
+            Ok(f) => match pyo3::types::PyTuple::new(self.obj.py(), args)
+                .and_then(|a| f.call1(a))
+                .and_then(|r| r.extract::<bool>())
+            {
+                Ok(b) => b,
+                Err(e) => {
+                    self.err = Some(e);
+                    false
+                }
+            },
+        }
+    }
+
+    fn view<'py>(
+        &self,
+        py: Python<'py>,
+        ex: &Explorer,
+        iteration: usize,
+        found: &[Found],
+        with_export: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let v = PyDict::new(py);
+        v.set_item("iteration", iteration)?;
+        v.set_item("enodes", ex.egraph.total_number_of_nodes())?;
+        v.set_item("eclasses", ex.egraph.number_of_classes())?;
+        v.set_item("rules", found.iter().map(|f| f.rule).collect::<Vec<_>>())?;
+        let classes: Vec<Vec<usize>> = found
+            .iter()
+            .map(|f| f.classes.iter().map(|c| usize::from(*c)).collect())
+            .collect();
+        v.set_item("classes", classes)?;
+        let substs: Vec<Vec<(String, usize)>> = found
+            .iter()
+            .map(|f| {
+                f.subst
+                    .iter()
+                    .map(|(var, id)| (var.to_string(), usize::from(*id)))
+                    .collect()
+            })
+            .collect();
+        v.set_item("substs", substs)?;
+        let new_nodes: Vec<i64> = found
+            .iter()
+            .map(|f| f.new_nodes.map_or(-1, |n| n as i64))
+            .collect();
+        v.set_item("new_nodes", new_nodes)?;
+        v.set_item(
+            "export",
+            if with_export {
+                Some(export_dict(py, ex)?)
+            } else {
+                None
+            },
+        )?;
+        Ok(v)
+    }
+}
+
+impl Policy for PyPolicy<'_> {
+    fn search_multi(&mut self, iteration: usize, k_multi: usize) -> bool {
+        self.call_bool("search_multi", &[iteration, k_multi], iteration < k_multi)
+    }
+
+    fn selects(&mut self, iteration: usize) -> bool {
+        self.call_bool("selects", &[iteration], false)
+    }
+
+    fn select(&mut self, ex: &Explorer, iteration: usize, found: &[Found]) -> Option<Vec<bool>> {
+        if self.err.is_some() {
+            return Some(vec![false; found.len()]);
+        }
+        let with_export = self.call_bool("wants_export", &[iteration], false);
+        let py = self.obj.py();
+        let res = self
+            .view(py, ex, iteration, found, with_export)
+            .and_then(|v| self.obj.call_method1("select", (v,)))
+            .and_then(|r| r.extract::<Option<Vec<bool>>>());
+        match res {
+            Ok(Some(keep)) if keep.len() != found.len() => {
+                self.err = Some(PyValueError::new_err(format!(
+                    "policy.select returned {} flags for {} matches",
+                    keep.len(),
+                    found.len()
+                )));
+                Some(vec![false; found.len()])
+            }
+            Ok(keep) => keep,
+            Err(e) => {
+                self.err = Some(e);
+                Some(vec![false; found.len()])
+            }
+        }
+    }
+}
+
+/// Every one-step rewrite of a term (flat node list as for `EGraph`, root last) by the
+/// single-pattern rules of `rules` (see `crate::term`): `[(rule index, pre-order position
+/// of the rewritten node, new term as a flat node list)]`. Raises `ValueError` on an
+/// ill-typed term.
+#[pyfunction]
+fn rewrites(
+    nodes: Vec<(String, Vec<usize>)>,
+    rules: &RuleSet,
+) -> PyResult<Vec<(usize, usize, FlatTerm)>> {
+    let expr = flat_to_expr(&nodes)?;
+    if let Some((i, msg)) = Explorer::type_errors(&expr) {
+        return Err(PyValueError::new_err(format!("node {i}: {msg}")));
+    }
+    Ok(crate::term::rewrites(&expr, &rules.inner)
+        .into_iter()
+        .map(|(r, p, e)| (r, p, expr_to_flat(&e)))
+        .collect())
+}
+
+/// A program as a flat node list: `(op, children)` per node, root last.
+type FlatTerm = Vec<(String, Vec<usize>)>;
+
+/// A `RecExpr` as a flat node list (`(op, children)`, leaves by their text).
+fn expr_to_flat(e: &RecExpr<Mdl>) -> FlatTerm {
+    e.as_ref()
+        .iter()
+        .map(|n| {
+            (
+                n.to_string(),
+                n.children().iter().map(|c| usize::from(*c)).collect(),
+            )
+        })
+        .collect()
 }
 
 impl EGraph {
@@ -535,6 +756,8 @@ fn flat_to_expr(nodes: &[(String, Vec<usize>)]) -> PyResult<RecExpr<Mdl>> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(signatures, m)?)?;
     m.add_function(wrap_pyfunction!(operators, m)?)?;
+    m.add_function(wrap_pyfunction!(rlo_cost, m)?)?;
+    m.add_function(wrap_pyfunction!(rewrites, m)?)?;
     m.add_class::<TypeChecker>()?;
     m.add_class::<RuleSet>()?;
     m.add_class::<EGraph>()?;

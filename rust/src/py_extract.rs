@@ -1,5 +1,5 @@
 //! Python bindings of [`crate::extract`]: `tensat_py._core.greedy_tree(...)`,
-//! `tensat_py._core.greedy_dag(...)` and `tensat_py._core.dag_cost(...)`, the one
+//! `tensat_py._core.greedy_dag(...)`, `tensat_py._core.beam_dag(...)` and `tensat_py._core.dag_cost(...)`, the one
 //! implementation of extraction that `tensat_py.extract` and
 //! `tensat_py.egraph.ExtractionProblem.dag_cost` call.
 //!
@@ -87,6 +87,36 @@ pub fn greedy_dag(
     )
 }
 
+/// Beam DAG extraction (see [`extract::beam_dag`]): chosen node per class (`-1` when not
+/// reached); `width` partial solutions are kept per class (at least 1).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn beam_dag(
+    py: Python<'_>,
+    node_eclass: Vec<usize>,
+    node_children: Vec<Vec<usize>>,
+    node_cost: Vec<f64>,
+    num_classes: usize,
+    roots: Vec<usize>,
+    forbidden: Vec<bool>,
+    width: usize,
+) -> PyResult<Vec<i64>> {
+    let p = Problem {
+        node_eclass: &node_eclass,
+        node_children: &node_children,
+        node_cost: &node_cost,
+        num_classes,
+        roots: &roots,
+        forbidden: &forbidden,
+    };
+    extract::validate(&p).map_err(PyValueError::new_err)?;
+    let choice = py.allow_threads(|| extract::beam_dag(&p, width));
+    Ok(choice
+        .into_iter()
+        .map(|c| c.map_or(-1, |n| n as i64))
+        .collect())
+}
+
 /// DAG cost of a choice (see [`extract::dag_cost`]): the summed cost of the distinct chosen
 /// nodes reachable from the roots, each paid once, in the unit of `node_cost` (seconds for
 /// Tensat's cost models). `choice` gives one entry per class, the chosen node or `-1`;
@@ -136,10 +166,11 @@ pub fn dag_cost(
     Ok(py.allow_threads(|| extract::dag_cost(&p, &picked)))
 }
 
-/// Adds `greedy_tree`, `greedy_dag` and `dag_cost` to the `_core` module.
+/// Adds `greedy_tree`, `greedy_dag`, `beam_dag` and `dag_cost` to the `_core` module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(greedy_tree, m)?)?;
     m.add_function(wrap_pyfunction!(greedy_dag, m)?)?;
+    m.add_function(wrap_pyfunction!(beam_dag, m)?)?;
     m.add_function(wrap_pyfunction!(dag_cost, m)?)?;
     Ok(())
 }

@@ -158,7 +158,57 @@ pub struct Explorer {
     pub root: Id,
     /// E-nodes excluded from extraction.
     pub filter: FilterList,
+    /// Iterations run by earlier calls of [`Explorer::run`] / [`Explorer::run_with`]: a
+    /// later call continues the count (multi-pattern rules stay within the first `k_multi`
+    /// iterations of the e-graph's life; the filter list records births in order).
+    pub iterations_done: usize,
 }
+
+/// Decides, at each exploration iteration, which of the matches found are applied
+/// (learned guidance, issue 16). The default methods are Tensat's schedule: every match of
+/// every single-pattern rule, multi-pattern rules in the first `k_multi` iterations.
+pub trait Policy {
+    /// Are the multi-pattern rules searched in `iteration` (0-based, counted over the
+    /// e-graph's life)? Default: `iteration < k_multi`.
+    fn search_multi(&mut self, iteration: usize, k_multi: usize) -> bool {
+        iteration < k_multi
+    }
+
+    /// Does the policy choose among the matches of `iteration` (then [`Policy::select`] is
+    /// called)? Default: no, every match found is applied.
+    fn selects(&mut self, iteration: usize) -> bool {
+        let _ = iteration;
+        false
+    }
+
+    /// Which of the `found` matches (rule index in the rule set, matched e-classes, one per
+    /// source) are applied (called only when [`Policy::selects`] says so): `None` applies all of them, `Some(keep)` those whose `keep`
+    /// entry is true. Called after the search of each iteration.
+    fn select(&mut self, ex: &Explorer, iteration: usize, found: &[Found]) -> Option<Vec<bool>> {
+        let _ = (ex, iteration, found);
+        None
+    }
+}
+
+/// One match offered to a [`Policy`]: the rule's index in the rule set, the e-class each
+/// source matched, and the substitution as (variable, e-class) pairs.
+#[derive(Debug, Clone)]
+pub struct Found {
+    /// Index of the rule in [`RuleSet::rules`].
+    pub rule: usize,
+    /// The e-class each source pattern matched.
+    pub classes: Vec<Id>,
+    /// The substitution, variables in order of first appearance in the sources.
+    pub subst: Vec<(Var, Id)>,
+    /// E-nodes the application would add (0: every target already exists, so it can at
+    /// most merge e-classes); `None` when a target does not type-check.
+    pub new_nodes: Option<usize>,
+}
+
+/// Tensat's schedule: all rules, multi-pattern rules in the first `k_multi` iterations.
+pub struct AllRules;
+
+impl Policy for AllRules {}
 
 struct Limits {
     start: Instant,
@@ -196,6 +246,37 @@ struct Application<'r> {
     subst: Subst,
 }
 
+impl Application<'_> {
+    fn found(&self, egraph: &EG, rule_index: &FxHashMap<*const Rule, usize>) -> Found {
+        let mut subst: Vec<(Var, Id)> = Vec::new();
+        for p in &self.rule.sources {
+            for v in p.vars() {
+                if !subst.iter().any(|(w, _)| *w == v) {
+                    if let Some(id) = self.subst.get(v) {
+                        subst.push((v, *id));
+                    }
+                }
+            }
+        }
+        let mut new_nodes = Some(0);
+        for (target, &class) in self.rule.targets.iter().zip(&self.classes) {
+            match plan(egraph, target, &self.subst) {
+                Some(p) if same_type(&egraph[class].data, p.root_data(egraph)) => {
+                    let n = p.slots.iter().filter(|s| matches!(s, Slot::New(_))).count();
+                    new_nodes = new_nodes.map(|m| m + n);
+                }
+                _ => new_nodes = None,
+            }
+        }
+        Found {
+            rule: rule_index[&(self.rule as *const Rule)],
+            classes: self.classes.clone(),
+            subst,
+            new_nodes,
+        }
+    }
+}
+
 impl Explorer {
     /// Load a program; the last node of `expr` is the root. The program must type-check
     /// (see [`Explorer::type_errors`]).
@@ -209,6 +290,7 @@ impl Explorer {
             egraph,
             root,
             filter,
+            iterations_done: 0,
         }
     }
 
@@ -224,8 +306,42 @@ impl Explorer {
         None
     }
 
-    /// Run exploration with `rules` under `config`.
+    /// Matches of each rule of `rules` in the current e-graph (conditions checked), in
+    /// rule order, without applying anything; multi-pattern rules are counted (their
+    /// combined matches) only when `multi`, else reported as 0.
+    pub fn match_counts(&self, rules: &RuleSet, multi: bool) -> Vec<usize> {
+        let limits = Limits {
+            start: Instant::now(),
+            time: Duration::MAX,
+            nodes: usize::MAX,
+        };
+        let index: FxHashMap<*const Rule, usize> = rules
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r as *const Rule, i))
+            .collect();
+        let singles: Vec<&Rule> = rules.rules.iter().filter(|r| !r.is_multi()).collect();
+        let mut apps = search_single(&self.egraph, &singles, &limits);
+        if multi {
+            let multis: Vec<&Rule> = rules.rules.iter().filter(|r| r.is_multi()).collect();
+            apps.extend(search_multi(&self.egraph, &multis, &limits));
+        }
+        let mut counts = vec![0; rules.rules.len()];
+        for a in &apps {
+            counts[index[&(a.rule as *const Rule)]] += 1;
+        }
+        counts
+    }
+
+    /// Run exploration with `rules` under `config` (Tensat's schedule, [`AllRules`]).
     pub fn run(&mut self, rules: &RuleSet, config: &Config) -> Stats {
+        self.run_with(rules, config, &mut AllRules)
+    }
+
+    /// Run exploration with `rules` under `config`, `policy` choosing the matches applied
+    /// in each iteration.
+    pub fn run_with(&mut self, rules: &RuleSet, config: &Config, policy: &mut dyn Policy) -> Stats {
         let limits = Limits {
             start: Instant::now(),
             time: config.time_limit,
@@ -246,6 +362,12 @@ impl Explorer {
             rebuild_seconds: 0.0,
             cycle_seconds: 0.0,
         };
+        let rule_index: FxHashMap<*const Rule, usize> = rules
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r as *const Rule, i))
+            .collect();
         let singles: Vec<&Rule> = rules.rules.iter().filter(|r| !r.is_multi()).collect();
         let multis: Vec<&Rule> = rules.rules.iter().filter(|r| r.is_multi()).collect();
         // What the descendants map (seconds per class squared: it is a bit matrix) and
@@ -262,14 +384,25 @@ impl Explorer {
                 break;
             }
             stats.iterations = iter + 1;
+            let life = self.iterations_done + iter;
             let before = (self.egraph.total_size(), self.egraph.number_of_classes());
 
             let t = Instant::now();
             let mut apps = search_single(&self.egraph, &singles, &limits);
-            if iter < config.k_multi {
+            if policy.search_multi(life, config.k_multi) {
                 apps.extend(search_multi(&self.egraph, &multis, &limits));
             }
             stats.search_seconds += t.elapsed().as_secs_f64();
+            if policy.selects(life) {
+                let found: Vec<Found> = apps
+                    .iter()
+                    .map(|a| a.found(&self.egraph, &rule_index))
+                    .collect();
+                if let Some(keep) = policy.select(self, life, &found) {
+                    let mut k = keep.into_iter();
+                    apps.retain(|_| k.next().unwrap_or(false));
+                }
+            }
             // Out of time (keeping back what the descendants map, rebuilding and cycle
             // filtering took per e-node last time): nothing was changed, nothing to filter.
             let classes = self.egraph.number_of_classes() as f64;
@@ -318,7 +451,7 @@ impl Explorer {
             stats.rebuild_seconds += t.elapsed().as_secs_f64();
 
             let t = Instant::now();
-            self.filter.record_births(&self.egraph, iter + 1);
+            self.filter.record_births(&self.egraph, life + 1);
             if config.cycle_filter != CycleFilter::None {
                 cycles::filter_cycles(&mut self.egraph, &mut self.filter);
             }
@@ -351,6 +484,7 @@ impl Explorer {
         stats.enodes = self.egraph.total_number_of_nodes();
         stats.eclasses = self.egraph.number_of_classes();
         stats.filtered_enodes = self.filter.len();
+        self.iterations_done += stats.iterations;
         stats.explore_seconds = limits.start.elapsed().as_secs_f64();
         stats
     }
@@ -430,7 +564,7 @@ enum Slot {
 
 /// A target instantiated without touching the e-graph: per pattern node, the e-class it
 /// already is, or the data the new e-node will have.
-struct Plan<'p> {
+pub(crate) struct Plan<'p> {
     ast: &'p [ENodeOrVar<Mdl>],
     slots: Vec<Slot>,
     subst: Subst,
@@ -439,7 +573,7 @@ struct Plan<'p> {
 }
 
 impl Plan<'_> {
-    fn root_data<'a>(&'a self, egraph: &'a EG) -> &'a Data {
+    pub(crate) fn root_data<'a>(&'a self, egraph: &'a EG) -> &'a Data {
         match &self.slots[self.slots.len() - 1] {
             Slot::Existing(id) => &egraph[*id].data,
             Slot::New(d) => d,
@@ -449,15 +583,16 @@ impl Plan<'_> {
 
 /// A target may only join an e-class of the same type: same dtype and shape for tensors
 /// (split positions may differ), same value for parameters.
-fn same_type(a: &Data, b: &Data) -> bool {
+pub(crate) fn same_type(a: &Data, b: &Data) -> bool {
     match (a, b) {
         (Data::Tensor(x), Data::Tensor(y)) => x.dtype == y.dtype && x.shape == y.shape,
         (Data::Pair(x), Data::Pair(y)) => x.0.shape == y.0.shape && x.1.shape == y.1.shape,
+        (Data::Ks(x), Data::Ks(y)) => x.ty == y.ty,
         _ => a == b,
     }
 }
 
-fn plan<'p>(egraph: &EG, target: &'p Pattern<Mdl>, subst: &Subst) -> Option<Plan<'p>> {
+pub(crate) fn plan<'p>(egraph: &EG, target: &'p Pattern<Mdl>, subst: &Subst) -> Option<Plan<'p>> {
     let ast = target.ast.as_ref();
     let mut slots: Vec<Slot> = Vec::with_capacity(ast.len());
     let mut existing_children = Vec::new();
@@ -906,6 +1041,95 @@ mod tests {
             },
             "(noop (transpose (input x@2_3) [1,0]) (input x@2_3))",
         );
+    }
+
+    /// A policy applying only the matches of one rule, multi-pattern rules searched always.
+    struct OnlyRule(usize);
+
+    impl Policy for OnlyRule {
+        fn search_multi(&mut self, _: usize, _: usize) -> bool {
+            true
+        }
+        fn selects(&mut self, _: usize) -> bool {
+            true
+        }
+        fn select(&mut self, _: &Explorer, _: usize, found: &[Found]) -> Option<Vec<bool>> {
+            Some(found.iter().map(|f| f.rule == self.0).collect())
+        }
+    }
+
+    /// Records the new e-nodes each match offered would add, applying everything.
+    struct Novelty(Vec<Vec<Option<usize>>>);
+
+    impl Policy for Novelty {
+        fn selects(&mut self, _: usize) -> bool {
+            true
+        }
+        fn select(&mut self, _: &Explorer, _: usize, found: &[Found]) -> Option<Vec<bool>> {
+            self.0.push(found.iter().map(|f| f.new_nodes).collect());
+            None
+        }
+    }
+
+    #[test]
+    fn matches_offered_to_a_policy_say_how_many_enodes_they_add() {
+        let rules = "comm: (ewadd ?x ?y) => (ewadd ?y ?x)\n\
+            bad: (ewadd ?x ?y) => (matmul 0 ?x ?y)";
+        let prog = "(ewadd (input a@2_3) (input b@2_3))";
+        let rs = parse(rules, "t.rules").unwrap();
+        let mut ex = Explorer::new(&prog.parse().unwrap());
+        let mut p = Novelty(vec![]);
+        ex.run_with(&rs, &Config::default(), &mut p);
+        // Iteration 1: comm adds one e-node, bad is ill-typed; iteration 2: both orders
+        // of the sum exist, comm adds nothing.
+        assert_eq!(p.0[0], vec![Some(1), None]);
+        assert_eq!(p.0[1], vec![Some(0), Some(0), None, None]);
+    }
+
+    #[test]
+    fn all_rules_policy_explores_exactly_like_run() {
+        let rules = "assoc: (ewadd ?x (ewadd ?y ?z)) <=> (ewadd (ewadd ?x ?y) ?z)\n\
+            comm: (ewadd ?x ?y) => (ewadd ?y ?x)";
+        let prog = "(ewadd (input a@2) (ewadd (input b@2) (ewadd (input c@2) (input d@2))))";
+        let rs = parse(rules, "t.rules").unwrap();
+        let cfg = Config::default();
+        let mut a = Explorer::new(&prog.parse().unwrap());
+        let sa = a.run(&rs, &cfg);
+        let mut b = Explorer::new(&prog.parse().unwrap());
+        let sb = b.run_with(&rs, &cfg, &mut AllRules);
+        assert_eq!(
+            (sa.enodes, sa.eclasses, sa.applied),
+            (sb.enodes, sb.eclasses, sb.applied)
+        );
+        assert_eq!(a.iterations_done, sa.iterations);
+    }
+
+    #[test]
+    fn policy_applies_only_the_matches_it_selects() {
+        let rules = "comm: (ewadd ?x ?y) => (ewadd ?y ?x)\n\
+            m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
+            (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
+            (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
+        let prog = "(ewadd (matmul 0 (input x@4_8) (weight a@8_3)) (matmul 0 (input x@4_8) (weight b@8_3)))";
+        let rs = parse(rules, "t.rules").unwrap();
+        let ex = Explorer::new(&prog.parse().unwrap());
+        assert_eq!(ex.match_counts(&rs, true), vec![1, 2]);
+        assert_eq!(ex.match_counts(&rs, false), vec![1, 0]);
+        let cfg = Config {
+            iter_limit: 1,
+            k_multi: 0,
+            ..Config::default()
+        };
+        let mut ex = Explorer::new(&prog.parse().unwrap());
+        let st = ex.run_with(&rs, &cfg, &mut OnlyRule(1));
+        assert_eq!(
+            st.applied, 2,
+            "both orders of the multi-pattern match, past k_multi"
+        );
+        assert_eq!(ex.match_counts(&rs, false)[0], 1, "comm was not applied");
+        let mut ex = Explorer::new(&prog.parse().unwrap());
+        let st = ex.run_with(&rs, &cfg, &mut OnlyRule(0));
+        assert_eq!(st.applied, 1);
     }
 
     #[test]

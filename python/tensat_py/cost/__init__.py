@@ -1,38 +1,92 @@
 """Cost models: map (op, attributes, input types, device) to seconds.
 
-``roofline`` (analytic, deterministic) is built in; ``profile`` and ``learned`` live in
-their own modules and are imported on demand when present.
+Every model implements :class:`~tensat_py.cost.base.CostModel` (``docs/cost-models.md``):
+
+* ``roofline`` (:mod:`tensat_py.cost.roofline`): analytic and deterministic, the default;
+* ``profile`` (:mod:`tensat_py.cost.profile`): each distinct operator measured once on the
+  device (onnxruntime or NumPy on CPU, CuPy on GPU) and cached in SQLite;
+* ``learned`` (:mod:`tensat_py.cost.learned`): gradient-boosted trees (LightGBM) fitted to
+  the profile cache, predicting shapes never measured.
+
+The registry maps a name to a factory ``factory(device) -> CostModel``; a new model is one
+:func:`register_cost_model` call.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from collections.abc import Callable
 
+from tensat_py.cost.base import CostContext, CostModel, OpCostModel
 from tensat_py.cost.roofline import PRESETS, DevicePreset, RooflineCostModel
 
-__all__ = ["PRESETS", "DevicePreset", "RooflineCostModel", "get_cost_model"]
+__all__ = [
+    "PRESETS",
+    "CostContext",
+    "CostModel",
+    "DevicePreset",
+    "OpCostModel",
+    "RooflineCostModel",
+    "COST_MODELS",
+    "get_cost_model",
+    "register_cost_model",
+]
+
+#: A factory: ``factory(device) -> CostModel``.
+Factory = Callable[[str], CostModel]
 
 
-def get_cost_model(name: str = "roofline", device: str = "t4") -> Any:
-    """A cost model by name for ``device``.
+def _profile(device: str) -> CostModel:
+    from tensat_py.cost.profile import ProfileCostModel
 
-    Every model has ``node_cost(op, params, input_shapes, output_shape, constant)``,
-    ``graph_cost(graph)`` and ``costs_for_export(export)``, all in seconds.
+    return ProfileCostModel(device)
+
+
+def _learned(device: str) -> CostModel:
+    from tensat_py.cost.learned import LearnedCostModel
+
+    return LearnedCostModel.for_device(device)
+
+
+def _rlo(device: str) -> CostModel:
+    """RLO's cost model for Knossos programs (device-independent; see cost/rlo.py)."""
+    from tensat_py.cost.rlo import RloCostModel
+
+    return RloCostModel()
+
+
+#: Cost models by name (lower case) -> factory.
+COST_MODELS: dict[str, Factory] = {
+    "roofline": RooflineCostModel,
+    "profile": _profile,
+    "learned": _learned,
+    "rlo": _rlo,
+}
+
+
+def register_cost_model(name: str, factory: Factory) -> None:
+    """Make ``get_cost_model(name, device)`` return ``factory(device)``.
 
     Raises:
-        ValueError: unknown model name or device preset.
+        ValueError: ``name`` is taken.
     """
     key = name.lower()
-    if key == "roofline":
-        return RooflineCostModel(device)
-    if key in ("profile", "learned"):
-        try:
-            mod = importlib.import_module(f"tensat_py.cost.{key}")
-        except ModuleNotFoundError:
-            raise ValueError(f"cost model '{name}' is not available in this build") from None
-        factory = getattr(mod, "get_cost_model", None) or getattr(mod, "CostModel", None)
-        if factory is None:
-            raise ValueError(f"tensat_py.cost.{key} has no get_cost_model/CostModel")
-        return factory(device)
-    raise ValueError(f"unknown cost model '{name}'; known: roofline, profile, learned")
+    if key in COST_MODELS:
+        raise ValueError(f"cost model '{name}' is already registered")
+    COST_MODELS[key] = factory
+
+
+def get_cost_model(name: str = "roofline", device: str = "t4") -> CostModel:
+    """The cost model called ``name`` for ``device`` (see :data:`COST_MODELS`).
+
+    Every model has ``cost(ctx)``, ``node_cost(op, params, input_shapes, output_shape,
+    constant)``, ``graph_cost(graph)`` and ``costs_for_export(export)``, all in seconds.
+
+    Raises:
+        ValueError: unknown model name or device; a model that cannot be built here (for
+            ``learned``: no trained model and too few measurements, saying what to run).
+    """
+    try:
+        factory = COST_MODELS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown cost model '{name}'; known: {', '.join(COST_MODELS)}") from None
+    return factory(device)

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensat_py import ops
-from tensat_py.graph import Graph, TensorType, operand_kinds
+from tensat_py.cost.base import OpCostModel, Operand, make_context, opdef
 
 __all__ = [
     "DevicePreset",
@@ -56,12 +56,11 @@ __all__ = [
     "flops_bytes",
     "op_flops_bytes",
     "make_context",
+    "Operand",
 ]
 # ``ZERO_COST_OPS`` (operators that launch no kernel) is computed from the registry on
 # first access (module ``__getattr__``), so it is not listed in ``__all__``.
 
-#: Operand kinds that are operands (tensors); every other kind is a parameter.
-_OPERAND_KINDS = frozenset({"tensor", "pair"})
 #: itemsize -> the float dtype :func:`flops_bytes` assumes for bare shapes.
 _DTYPE_OF_ITEMSIZE = {4: "float32", 2: "float16", 8: "float64", 1: "bool"}
 
@@ -99,56 +98,8 @@ PRESETS: dict[str, DevicePreset] = {
 }
 
 
-#: An operand as :meth:`RooflineCostModel.node_cost` takes it: a shape (of the model's
-#: default dtype), a :class:`TensorType`, a pair of them, or None (an operand of unknown
-#: type, e.g. a split pair given by shape: skipped, as it moves no bytes here).
-Operand = Sequence[int] | TensorType | tuple[TensorType, TensorType] | None
-
-
-def _as_type(x: Any, dtype: str) -> TensorType | tuple[TensorType, TensorType] | None:
-    if x is None or isinstance(x, TensorType):
-        return x
-    if isinstance(x, tuple) and len(x) == 2 and all(isinstance(p, TensorType) for p in x):
-        return (x[0], x[1])
-    return TensorType(tuple(int(d) for d in x), dtype)
-
-
-def make_context(
-    op: str,
-    params: Mapping[str, Any],
-    inputs: Sequence[Operand],
-    output: Operand,
-    constant: bool = False,
-    dtype: str = "float32",
-) -> ops.OpContext:
-    """An :class:`~tensat_py.ops.OpContext` from shapes or types.
-
-    Args:
-        op: operator name.
-        params: its parameters by operand name.
-        inputs: its tensor operands in signature order (see :data:`Operand`; None entries
-            are dropped).
-        output: its output shape or type; None means a scalar (shape ``()``).
-        constant: whether every leaf below is a weight.
-        dtype: the dtype of operands given as bare shapes.
-    """
-    ins = [t for t in (_as_type(x, dtype) for x in inputs) if t is not None]
-    out = _as_type(output, dtype)
-    if out is None:
-        out = TensorType((), dtype)
-    return ops.OpContext(op=op, params=dict(params), inputs=ins, output=out, constant=constant)
-
-
 def _opdef(op: str) -> ops.OpDef:
-    try:
-        d = ops.get(op)
-    except KeyError:
-        raise ValueError(
-            f"roofline: operator `{op}` has no cost (no Python declaration in tensat_py.ops)"
-        ) from None
-    if d.cost is None:
-        raise ValueError(f"roofline: operator `{op}` ({d.dialect} dialect) declares no cost")
-    return d
+    return opdef(op, "roofline")
 
 
 def op_flops_bytes(ctx: ops.OpContext) -> tuple[float, float]:
@@ -195,8 +146,9 @@ def flops_bytes(
     return op_flops_bytes(make_context(op, params, input_shapes, output_shape, dtype=dtype))
 
 
-class RooflineCostModel:
-    """Roofline cost in seconds for each operator on a device preset.
+class RooflineCostModel(OpCostModel):
+    """Roofline cost in seconds for each operator on a device preset (a
+    :class:`~tensat_py.cost.base.CostModel`).
 
     Args:
         device: a preset name (``"t4"``, ``"a100"``, ``"h100"``, ``"cpu"``) or a
@@ -236,121 +188,3 @@ class RooflineCostModel:
         flops, nbytes = d.cost(ctx)
         p = self.preset
         return max(flops / p.peak_flops, nbytes / p.bandwidth) + p.launch
-
-    def node_cost(
-        self,
-        op: str,
-        params: Mapping[str, Any],
-        input_shapes: Sequence[Operand],
-        output_shape: Operand,
-        constant: bool = False,
-    ) -> float:
-        """Seconds for one operator (see :meth:`cost`); operands and output are shapes
-        (float32) or :class:`TensorType` values.
-
-        Raises:
-            ValueError: the operator is unknown or declares no cost.
-        """
-        return self.cost(make_context(op, params, input_shapes, output_shape, constant))
-
-    def graph_cost(self, graph: Graph) -> float:
-        """Sum of :meth:`cost` over the nodes some output depends on (seconds).
-
-        Raises:
-            ValueError: a node's operator is unknown or declares no cost.
-        """
-        keep = graph.live()
-        total = 0.0
-        for nid, node in enumerate(graph.nodes):
-            if not keep[nid]:
-                continue
-            ctx = ops.OpContext(
-                op=node.op,
-                params=node.params,
-                inputs=[graph.nodes[i].type for i in node.inputs],
-                output=node.type,
-                constant=node.constant,
-                graph=graph,
-                name=node.name,
-            )
-            total += self.cost(ctx)
-        return total
-
-    def costs_for_export(self, export: Mapping[str, Any]) -> list[float]:
-        """Each exported e-node's cost (seconds), indexed like ``export["node_op"]``.
-
-        Parameters (children of any kind but ``tensor``/``pair``: ``int``, ``float``,
-        ``list``, ``sym``) come from leaf classes' values; operand types from child
-        classes' ``shape``/``dtype`` (``shapes`` for a pair); the output type and constant
-        flag from the node's own class. Leaves (e-nodes without children) cost 0.
-
-        Raises:
-            ValueError: an operator that is unknown or declares no cost, or a node whose
-                class or operand class is not a well-typed tensor/pair (names both).
-        """
-        classes = export["classes"]
-        costs: list[float] = []
-        for op, cls, children in zip(
-            export["node_op"], export["node_eclass"], export["node_children"], strict=True
-        ):
-            if not children:
-                costs.append(0.0)  # a parameter leaf
-                continue
-            try:
-                kinds = operand_kinds(op, len(children))
-            except KeyError:
-                _opdef(op)  # raises naming the operator
-                raise
-            if len(kinds) != len(children):
-                raise ValueError(
-                    f"roofline: e-node `{op}` in class {cls} has {len(children)} children, "
-                    f"its signature {len(kinds)}"
-                )
-            params: dict[str, Any] = {}
-            inputs: list[TensorType | tuple[TensorType, TensorType]] = []
-            for (pname, kind), cc in zip(kinds, children, strict=True):
-                if kind in _OPERAND_KINDS:
-                    t = _class_type(classes[cc], cc, op)
-                    if t is not None:
-                        inputs.append(t)
-                else:
-                    params[pname] = _param_value(classes[cc].get("value"), kind)
-            c = classes[cls]
-            ctx = ops.OpContext(
-                op=op,
-                params=params,
-                inputs=inputs,
-                output=_class_type(c, cls, op) or TensorType(()),
-                constant=bool(c.get("constant")),
-            )
-            costs.append(self.cost(ctx))
-        return costs
-
-
-def _param_value(v: Any, kind: str) -> Any:
-    """A leaf class's value as a Python parameter (lists become tuples)."""
-    if kind == "list" and isinstance(v, list | tuple):
-        return tuple(int(x) for x in v)
-    return v
-
-
-def _class_type(
-    c: Mapping[str, Any], cid: int, op: str
-) -> TensorType | tuple[TensorType, TensorType] | None:
-    """The type an exported class's analysis data gives."""
-    kind = c.get("kind")
-    if kind == "tensor":
-        return TensorType(tuple(int(d) for d in c["shape"]), str(c.get("dtype") or "float32"))
-    if kind == "pair":
-        if c.get("shapes") is None:
-            return None  # an export without part shapes (only split's parts read it: free)
-        dts = c.get("dtypes") or (c.get("dtype") or "float32",) * 2
-        a, b = c["shapes"]
-        return (
-            TensorType(tuple(int(d) for d in a), str(dts[0])),
-            TensorType(tuple(int(d) for d in b), str(dts[1])),
-        )
-    raise ValueError(
-        f"roofline: e-node `{op}` touches e-class {cid} of kind {kind!r} "
-        f"({c.get('value', '')}), not a well-typed tensor or pair"
-    )

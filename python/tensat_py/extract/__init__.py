@@ -4,6 +4,8 @@
 
 * ``"greedy"``: tree-cost greedy (egg's extractor; Rust),
 * ``"greedy-dag"``: DAG-cost greedy (extraction-gym's greedy-dag; Rust),
+* ``"beam"``: DAG-cost beam search keeping the ``beam_width`` best partial solutions per
+  class (extraction-gym's beam extractor idea; Rust), never worse than greedy-dag,
 * ``"ilp"``: Tensat's ILP (MLSys'21, section 5.1) with PuLP, warm-started from and never
   worse than the greedy DAG (see :mod:`tensat_py.extract.ilp`).
 
@@ -14,14 +16,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from tensat_py.egraph import ExtractionProblem
-from tensat_py.extract.greedy import greedy_dag, greedy_tree
+from tensat_py.extract.greedy import beam_dag, greedy_dag, greedy_tree
 
 __all__ = ["ExtractionResult", "extract", "EXTRACTORS"]
 
-EXTRACTORS = ("greedy", "greedy-dag", "ilp")
+EXTRACTORS = ("greedy", "greedy-dag", "beam", "ilp")
 
 
 @dataclass
@@ -37,6 +40,15 @@ class ExtractionResult:
             or was not better; this is the greedy DAG result) or ``"greedy"``.
         seconds: wall-clock time of the extraction, in seconds.
         message: a human-readable note (solver rounds, why it fell back, ...).
+        lower_bound: a proved lower bound on the cost of every valid extraction (same unit
+            as ``cost``), or ``None`` when the extractor proves none (the heuristics).
+        gap: ``(cost - lower_bound) / cost`` (0.0 when ``cost`` is 0), or ``None``.
+            ``status == "optimal"`` exactly when the ILP proved ``gap <= 1e-6``.
+        build_seconds: seconds spent building solver models.
+        solve_seconds: seconds spent inside the ILP solver.
+        simplify_seconds: seconds spent simplifying the e-graph before the ILP.
+        stats: counts from the simplification and the model (``kept_nodes``,
+            ``dominated``, ``necessary``, ``model_vars``, ``model_rows``, ...).
     """
 
     choices: dict[int, int]
@@ -44,6 +56,29 @@ class ExtractionResult:
     status: str
     seconds: float
     message: str = ""
+    lower_bound: float | None = None
+    gap: float | None = None
+    build_seconds: float = 0.0
+    solve_seconds: float = 0.0
+    simplify_seconds: float = 0.0
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as a JSON-ready dictionary (no choices): ``cost``, ``lower_bound``,
+        ``gap``, ``status``, ``seconds``, ``build_seconds``, ``solve_seconds``,
+        ``simplify_seconds``, ``message`` and ``stats``."""
+        return {
+            "cost": self.cost,
+            "lower_bound": self.lower_bound,
+            "gap": self.gap,
+            "status": self.status,
+            "seconds": self.seconds,
+            "build_seconds": self.build_seconds,
+            "solve_seconds": self.solve_seconds,
+            "simplify_seconds": self.simplify_seconds,
+            "message": self.message,
+            "stats": dict(self.stats),
+        }
 
 
 def extract(
@@ -56,12 +91,14 @@ def extract(
     order_vars: str = "real",
     warm_start: bool = True,
     search: bool = True,
+    beam_width: int = 4,
+    simplify: bool = True,
 ) -> ExtractionResult:
     """Extracts the cheapest program from an e-graph.
 
     Args:
         problem: the e-graph.
-        extractor: ``"greedy"``, ``"greedy-dag"`` or ``"ilp"``.
+        extractor: ``"greedy"``, ``"greedy-dag"``, ``"beam"`` or ``"ilp"``.
         solver: ILP solver, ``"cbc"`` or ``"highs"``.
         time_limit: ILP wall-clock budget in seconds (all solver calls together).
         cycle_constraints: ``"lazy"`` (default when ``None``: add a constraint per cycle
@@ -71,7 +108,12 @@ def extract(
         warm_start: start CBC from the greedy DAG solution.
         search: on e-graphs with class cycles (``"lazy"`` mode), first improve the greedy
             DAG by exact ILPs over random acyclic restrictions (HiGHS; see
-            :mod:`tensat_py.extract.lns`); its answers are ``"feasible"``, not proved.
+            :mod:`tensat_py.extract.lns`); its answers are ``"feasible"`` unless a lower
+            bound proves them optimal.
+        beam_width: partial solutions kept per class by ``"beam"`` (and by the ILP's warm
+            start on cyclic e-graphs).
+        simplify: simplify the e-graph before the ILP (dominated nodes, nodes needing their
+            own class; :mod:`tensat_py.extract.simplify`); pruning always happens.
 
     Returns:
         an :class:`ExtractionResult`; its choice is acyclic and never costlier than the
@@ -88,9 +130,14 @@ def extract(
     if extractor == "greedy":
         choices = greedy_tree(problem)
         return _result(problem, choices, "greedy", start, "greedy tree cost")
+    if beam_width < 1:
+        raise ValueError(f"beam_width must be at least 1, got {beam_width}")
     dag = greedy_dag(problem)
     if extractor == "greedy-dag":
         return _result(problem, dag, "greedy", start, "greedy DAG cost")
+    if extractor == "beam":
+        beam = beam_dag(problem, beam_width)
+        return _result(problem, beam, "greedy", start, f"beam search, width {beam_width}")
 
     import pulp
 
@@ -106,17 +153,32 @@ def extract(
             order_vars=order_vars,
             warm_start=dag if (warm_start and dag) else None,
             search=search,
+            simplify_graph=simplify,
         )
     except (pulp.PulpSolverError, OSError) as e:
         # A missing or crashing solver binary: the greedy DAG answer stands.
         return _result(problem, dag, "fallback-greedy", start, f"ILP solver {solver} failed: {e}")
     greedy_cost = problem.dag_cost(dag) if dag else math.inf
+    extra = {
+        "lower_bound": outcome.lower_bound,
+        "build_seconds": outcome.build_seconds,
+        "solve_seconds": outcome.solve_seconds,
+        "simplify_seconds": outcome.simplify_seconds,
+        "stats": outcome.stats,
+    }
     if outcome.choices is None:
-        return _result(problem, dag, "fallback-greedy", start, f"ILP failed: {outcome.message}")
+        return _result(
+            problem, dag, "fallback-greedy", start, f"ILP failed: {outcome.message}", **extra
+        )
     why = problem.check_choice(outcome.choices)
     if why is not None:
         return _result(
-            problem, dag, "fallback-greedy", start, f"ILP answer invalid ({why}); greedy DAG"
+            problem,
+            dag,
+            "fallback-greedy",
+            start,
+            f"ILP answer invalid ({why}); greedy DAG",
+            **extra,
         )
     ilp_cost = problem.dag_cost(outcome.choices)
     # Relative slack: solver round-off must not turn an equal-cost answer into a fallback.
@@ -127,22 +189,38 @@ def extract(
             "fallback-greedy",
             start,
             f"ILP ({outcome.status}) cost {ilp_cost:.6g} > greedy DAG {greedy_cost:.6g}",
+            **extra,
         )
-    return _result(problem, outcome.choices, outcome.status, start, outcome.message)
+    return _result(problem, outcome.choices, outcome.status, start, outcome.message, **extra)
 
 
 def _result(
-    problem: ExtractionProblem, choices: dict[int, int], status: str, start: float, msg: str
+    problem: ExtractionProblem,
+    choices: dict[int, int],
+    status: str,
+    start: float,
+    msg: str,
+    *,
+    lower_bound: float | None = None,
+    **figures: Any,
 ) -> ExtractionResult:
     if not choices:
         raise ValueError(
             f"root class {problem.roots} cannot be built from allowed (non-forbidden) nodes"
         )
     choices = problem.reachable(choices)
+    cost = problem.dag_cost(choices)
+    gap = None
+    if lower_bound is not None:
+        lower_bound = min(lower_bound, cost)
+        gap = (cost - lower_bound) / cost if cost > 0 else 0.0
     return ExtractionResult(
         choices=choices,
-        cost=problem.dag_cost(choices),
+        cost=cost,
         status=status,
         seconds=time.perf_counter() - start,
         message=msg,
+        lower_bound=lower_bound,
+        gap=gap,
+        **figures,
     )

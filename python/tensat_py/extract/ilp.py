@@ -22,14 +22,16 @@ The greedy DAG choice is the warm start (CBC) and the floor: the result is never
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulp
 
 from tensat_py.egraph import ExtractionProblem
+from tensat_py.extract.simplify import Simplified
 
 __all__ = ["IlpOutcome", "prune", "solve_ilp"]
 
@@ -46,6 +48,13 @@ class IlpOutcome:
         message: details (rounds, cycle cuts added, solver status, why it failed).
         rounds: number of solver calls.
         cuts: number of cycle constraints added (lazy mode).
+        lower_bound: a proved lower bound on the cost of every acyclic extraction, in the
+            problem's cost unit (0.0 when nothing better is known).
+        build_seconds: seconds spent building solver models (wall clock).
+        solve_seconds: seconds spent in the solver (wall clock).
+        simplify_seconds: seconds spent simplifying the e-graph (wall clock).
+        stats: counts from the simplification and the model (``kept_nodes``,
+            ``dominated``, ``model_vars``, ...).
     """
 
     choices: dict[int, int] | None
@@ -53,6 +62,11 @@ class IlpOutcome:
     message: str
     rounds: int = 0
     cuts: int = 0
+    lower_bound: float = 0.0
+    build_seconds: float = 0.0
+    solve_seconds: float = 0.0
+    simplify_seconds: float = 0.0
+    stats: dict[str, int] = field(default_factory=dict)
 
 
 def prune(problem: ExtractionProblem) -> list[bool]:
@@ -246,30 +260,42 @@ def solve_ilp(
     warm_start: dict[int, int] | None = None,
     search: bool = True,
     seed: int = 0,
+    simplify_graph: bool = True,
 ) -> IlpOutcome:
-    """Solves the extraction ILP; on cyclic e-graphs, searches acyclic restrictions first.
+    """Solves the extraction ILP over the simplified e-graph; proves a lower bound.
 
-    In ``"lazy"`` mode, when the pruned class graph has cycles and ``search`` is set, a
-    large-neighbourhood search (:func:`tensat_py.extract.lns.improve`: exact HiGHS ILPs over
-    random acyclic restrictions that contain the incumbent) runs first, from ``warm_start``
-    or the greedy DAG, for up to 95% of ``time_limit`` (it stops earlier when it stalls).
-    When at least half the budget is left, the exact lazy-cut ILP then gets the rest: when
-    it proves an acyclic optimum the status is ``"optimal"``; otherwise the cheaper of its
-    answer and the search's is returned as ``"feasible"``.
+    The e-graph is first simplified (:func:`tensat_py.extract.simplify.simplify`: pruning,
+    dominated nodes, nodes that need their own class). Then
+
+    * ``solver="highs"``: the model goes to HiGHS as arrays
+      (:class:`tensat_py.extract.highs.HighsModel`). Acyclic class graph: one solve. Cyclic
+      class graph, ``"lazy"`` mode: solve, cut the cycles of the answer (edge and exit
+      cuts), solve again; every solve's dual bound is a lower bound on every acyclic
+      extraction (the cuts are valid for them). With ``search``, a large-neighbourhood
+      search (:func:`tensat_py.extract.lns.improve`) improves the incumbent between the
+      first solve and the rest, and stops when it reaches the bound.
+    * ``solver="cbc"``: PuLP and CBC as before (:func:`_solve_exact`), the search first on
+      cyclic e-graphs; the lower bound is the optimum when CBC proves one, else the LP
+      relaxation's value (HiGHS).
+
+    Everything stops as soon as the incumbent's cost and the lower bound meet (relative
+    gap at most :data:`tensat_py.extract.highs.MIP_REL_GAP`); ``"optimal"`` means exactly
+    that: proved.
 
     Args:
         problem: the e-graph.
-        solver: ``"cbc"`` or ``"highs"`` (the exact ILP's solver; the search always uses
-            HiGHS through highspy).
+        solver: ``"cbc"`` or ``"highs"``.
         time_limit: wall-clock budget in seconds for everything.
         cycle_constraints: ``"lazy"``, ``"order"`` or ``"none"``.
         order_vars: as in :func:`_solve_exact`.
-        warm_start: an acyclic choice to start from (the search's start; CBC's MIP start).
+        warm_start: an acyclic choice to start from (the incumbent and MIP start).
         search: run the search on cyclic e-graphs (``"lazy"`` mode only).
         seed: the search's random seed.
+        simplify_graph: apply the dominance and necessary-class simplifications (pruning is
+            always applied).
 
     Returns:
-        an :class:`IlpOutcome`.
+        an :class:`IlpOutcome` with ``lower_bound`` and the seconds per phase.
 
     Raises:
         ValueError: on an unknown solver, mode or ``order_vars``.
@@ -281,55 +307,280 @@ def solve_ilp(
     if order_vars not in ("real", "int"):
         raise ValueError(f"unknown order_vars {order_vars!r} (expected 'real' or 'int')")
     _solver(solver, 1.0, False)  # validates the name
+    from tensat_py.extract.simplify import simplify
+
     start = time.perf_counter()
-    lns = None
-    if search and cycle_constraints == "lazy":
-        kept = prune(problem)
-        if _has_class_cycle(problem, kept):
-            from tensat_py.extract.greedy import greedy_dag
+    simp = simplify(problem, dominance=simplify_graph, necessary=simplify_graph)
+    simplify_seconds = time.perf_counter() - start
+    kept_classes = {problem.node_eclass[i] for i, k in enumerate(simp.keep) if k}
+    missing = [r for r in problem.roots if r not in kept_classes]
+    if missing:
+        return IlpOutcome(
+            None, "none", f"root class {missing[0]} cannot be built", stats=dict(simp.stats)
+        )
+    warm = simp.repair(problem, warm_start) if warm_start else None
+    if warm is not None and (
+        not all(simp.keep[i] for i in warm.values()) or problem.check_choice(warm) is not None
+    ):
+        warm = None
+    if solver == "highs":
+        outcome = _solve_highs(
+            problem,
+            simp,
+            deadline=start + time_limit,
+            cycle_constraints=cycle_constraints,
+            order_vars=order_vars,
+            warm=warm,
+            search=search,
+            seed=seed,
+        )
+    else:
+        outcome = _solve_cbc(
+            problem,
+            simp,
+            deadline=start + time_limit,
+            cycle_constraints=cycle_constraints,
+            order_vars=order_vars,
+            warm=warm,
+            search=search,
+            seed=seed,
+        )
+    outcome.simplify_seconds = simplify_seconds
+    outcome.stats = {**simp.stats, **outcome.stats}
+    return outcome
+
+
+def _met(cost: float, bound: float) -> bool:
+    """Whether an incumbent of ``cost`` is proved optimal by the lower bound ``bound``."""
+    from tensat_py.extract.highs import MIP_REL_GAP
+
+    return cost <= bound + MIP_REL_GAP * max(abs(cost), 1e-300) + 1e-15
+
+
+def _solve_highs(
+    problem: ExtractionProblem,
+    simp: Simplified,
+    *,
+    deadline: float,
+    cycle_constraints: str,
+    order_vars: str,
+    warm: dict[int, int] | None,
+    search: bool,
+    seed: int,
+) -> IlpOutcome:
+    """The HiGHS path of :func:`solve_ilp` (arrays through highspy, lazy cuts, search)."""
+    from tensat_py.extract.highs import HighsModel
+
+    order = order_vars if (cycle_constraints == "order" and simp.cyclic) else None
+    model = HighsModel(problem, simp, order=order)
+    lazy = cycle_constraints == "lazy" and simp.cyclic
+    by_class = model.members
+    if lazy:
+        _two_cycle_cuts(problem, model)
+    best = warm
+    best_cost = problem.dag_cost(warm) if warm else math.inf
+    bound = 0.0
+    rounds = 0
+    solve_seconds = 0.0
+    lns_note = ""
+    searched = not (lazy and search and best is not None)
+    last = "no solve"
+    proved_by_solver = False
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0.05 or _met(best_cost, bound):
+            break
+        if not searched and rounds == 1:
+            # The first exact round gave a bound; the search improves the incumbent and
+            # stops when it reaches that bound.
             from tensat_py.extract.lns import improve
 
-            origin = warm_start or greedy_dag(problem)
-            if origin and all(kept[i] for i in problem.reachable(origin).values()):
-                lns = improve(problem, origin, kept, time_limit=0.95 * time_limit, seed=seed)
-    exact_start = lns.choices if (lns is not None and warm_start) else warm_start
-    remaining = time_limit - (time.perf_counter() - start)
+            searched = True
+            assert best is not None
+            lns = improve(
+                problem,
+                best,
+                simp.keep,
+                time_limit=0.6 * remaining,
+                seed=seed,
+                lower_bound=bound,
+            )
+            if lns.cost < best_cost:
+                best, best_cost = lns.choices, lns.cost
+            lns_note = (
+                f"; search: {lns.iterations} restricted ILP(s), {lns.improvements} "
+                f"improvement(s), {lns.seconds:.1f} s"
+            )
+            continue
+        if best is not None:
+            model.set_start(best)
+        limit = remaining if searched else min(remaining, max(1.0, 0.3 * remaining))
+        s = model.solve(limit)
+        rounds += 1
+        solve_seconds += s.seconds
+        last = s.status
+        bound = max(bound, s.lower_bound)
+        if s.selected is None:
+            break
+        choices, cycles = _choose(problem, s.selected, simp.keep)
+        if choices is not None:
+            cost = problem.dag_cost(choices)
+            if cost < best_cost:
+                best, best_cost = choices, cost
+            if s.optimal:
+                proved_by_solver = True
+                bound = max(bound, min(s.objective, best_cost))
+                break
+            if searched:
+                break  # time limit with an acyclic incumbent
+            continue
+        if not cycles or not lazy:
+            if cycles:
+                last = f"solution is cyclic ({len(cycles)} cycle(s) found)"
+            break
+        for cyc in cycles:
+            _add_cycle_cuts(problem, model, by_class, cyc)
+    status = "optimal" if best is not None and _met(best_cost, bound) else "feasible"
+    if best is None:
+        status = "none"
+    msg = (
+        f"{status} after {rounds} HiGHS solve(s), {model.cuts} cycle cut(s), "
+        f"bound {bound:.6g} ({last}){lns_note}"
+    )
+    if proved_by_solver and status != "optimal":
+        msg += "; the solver's optimum was cyclic-free but costlier than the incumbent"
+    return IlpOutcome(
+        best,
+        status,
+        msg,
+        rounds,
+        model.cuts,
+        lower_bound=min(bound, best_cost),
+        build_seconds=model.build_seconds,
+        solve_seconds=solve_seconds,
+        stats={"model_vars": model.num_vars, "model_rows": model.num_rows},
+    )
+
+
+def _two_cycle_cuts(problem: ExtractionProblem, model: object) -> None:
+    """Cuts every 2-cycle of classes up front (edge and exit cuts): the commonest cycles (a
+    rewrite and its inverse), cheap to find; saves solver rounds."""
+    members = model.members  # type: ignore[attr-defined]
+    succ: dict[int, set[int]] = {}
+    for c, ns in members.items():
+        succ[c] = {d for i in ns for d in problem.node_children[i] if d in members}
+    for a, outs in succ.items():
+        for b in outs:
+            if a < b and a in succ.get(b, ()):
+                _add_cycle_cuts(problem, model, members, [a, b])
+
+
+def _add_cycle_cuts(
+    problem: ExtractionProblem, model: object, by_class: dict[int, list[int]], cycle: list[int]
+) -> None:
+    """The edge cut and the exit cuts of :func:`_cycle_cut` / :func:`_exit_cuts`, as rows
+    of a :class:`tensat_py.extract.highs.HighsModel`."""
+    k = len(cycle)
+    terms: list[int] = []
+    for j, c in enumerate(cycle):
+        d = cycle[(j + 1) % k]
+        terms.extend(i for i in by_class.get(c, []) if d in problem.node_children[i])
+    model.add_cut(terms, [1.0] * len(terms), -math.inf, k - 1)  # type: ignore[attr-defined]
+    members = set(cycle)
+    exits = [
+        i
+        for c in cycle
+        for i in by_class.get(c, [])
+        if members.isdisjoint(problem.node_children[i])
+    ]
+    for a in cycle:
+        own = by_class.get(a, [])
+        model.add_cut(  # type: ignore[attr-defined]
+            exits + own, [1.0] * len(exits) + [-1.0] * len(own), 0.0, math.inf
+        )
+
+
+def _solve_cbc(
+    problem: ExtractionProblem,
+    simp: Simplified,
+    *,
+    deadline: float,
+    cycle_constraints: str,
+    order_vars: str,
+    warm: dict[int, int] | None,
+    search: bool,
+    seed: int,
+) -> IlpOutcome:
+    """The CBC path of :func:`solve_ilp`: PuLP over the simplified e-graph, the search first
+    on cyclic e-graphs; lower bound from the proof or from the LP relaxation (HiGHS)."""
+    start = time.perf_counter()
+    time_limit = deadline - start
+    reduced = dataclasses.replace(problem, forbidden=[not k for k in simp.keep])
+    lns = None
+    if search and cycle_constraints == "lazy" and simp.cyclic:
+        from tensat_py.extract.greedy import greedy_dag
+        from tensat_py.extract.lns import improve
+
+        origin = warm or greedy_dag(reduced)
+        if origin and all(simp.keep[i] for i in problem.reachable(origin).values()):
+            lns = improve(problem, origin, simp.keep, time_limit=0.95 * time_limit, seed=seed)
+    exact_start = lns.choices if (lns is not None and warm) else warm
+    remaining = deadline - time.perf_counter()
     if lns is not None and remaining < 0.5 * time_limit:
-        # The exact ILP needs the time it has been denied (building the PuLP model alone
-        # takes seconds at 20k nodes); the search's answer stands.
-        return IlpOutcome(
+        outcome = IlpOutcome(
             lns.choices,
             "feasible",
             f"feasible (search; {lns.iterations} restricted ILP(s), {lns.improvements} "
             f"improvement(s), {lns.seconds:.1f} s; no time left for the exact ILP)",
         )
-    outcome = _solve_exact(
-        problem,
-        solver=solver,
-        # Leave room for building the model, which the solver's limit does not cover.
-        time_limit=0.9 * remaining,
-        cycle_constraints=cycle_constraints,
-        order_vars=order_vars,
-        warm_start=exact_start,
-    )
-    if lns is None:
-        return outcome
-    note = (
-        f"search: {lns.iterations} restricted ILP(s), {lns.improvements} improvement(s), "
-        f"{lns.seconds:.1f} s"
-    )
-    if outcome.choices is not None and (
-        outcome.status == "optimal" or problem.dag_cost(outcome.choices) <= lns.cost
-    ):
-        outcome.message = f"{outcome.message}; {note}"
-        return outcome
-    return IlpOutcome(
-        lns.choices,
-        "feasible",
-        f"feasible (best of search; exact ILP: {outcome.message}); {note}",
-        outcome.rounds,
-        outcome.cuts,
-    )
+    else:
+        outcome = _solve_exact(
+            reduced,
+            solver="cbc",
+            # Leave room for building the model, which the solver's limit does not cover.
+            time_limit=0.9 * remaining,
+            cycle_constraints=cycle_constraints,
+            order_vars=order_vars,
+            warm_start=exact_start,
+        )
+        if lns is not None:
+            note = (
+                f"search: {lns.iterations} restricted ILP(s), {lns.improvements} "
+                f"improvement(s), {lns.seconds:.1f} s"
+            )
+            if outcome.choices is not None and (
+                outcome.status == "optimal" or problem.dag_cost(outcome.choices) <= lns.cost
+            ):
+                outcome.message = f"{outcome.message}; {note}"
+            else:
+                outcome = IlpOutcome(
+                    lns.choices,
+                    "feasible",
+                    f"feasible (best of search; exact ILP: {outcome.message}); {note}",
+                    outcome.rounds,
+                    outcome.cuts,
+                    build_seconds=outcome.build_seconds,
+                    solve_seconds=outcome.solve_seconds,
+                )
+    if outcome.choices is not None and outcome.status == "optimal":
+        outcome.lower_bound = problem.dag_cost(outcome.choices)
+    else:
+        outcome.lower_bound = _lp_bound(problem, simp, deadline)
+        if outcome.choices is not None and _met(
+            problem.dag_cost(outcome.choices), outcome.lower_bound
+        ):
+            outcome.status = "optimal"
+    return outcome
+
+
+def _lp_bound(problem: ExtractionProblem, simp: Simplified, deadline: float) -> float:
+    """The LP relaxation's optimum (no acyclicity constraints): a lower bound on every
+    extraction, in the problem's cost unit; 0.0 when HiGHS does not finish in time."""
+    from tensat_py.extract.highs import HighsModel
+
+    model = HighsModel(problem, simp, relax=True)
+    s = model.solve(max(0.5, deadline - time.perf_counter()))
+    return s.lower_bound if s.optimal and math.isfinite(s.lower_bound) else 0.0
 
 
 def _has_class_cycle(problem: ExtractionProblem, kept: list[bool]) -> bool:
@@ -450,6 +701,8 @@ def _solve_exact(
             y[c].setInitialValue(1 if chosen.intersection(nodes) else 0)
 
     last_status = "no solve"
+    build = time.perf_counter() - start
+    solve_s = 0.0
     while True:
         remaining = time_limit - (time.perf_counter() - start)
         if remaining <= 0:
@@ -459,8 +712,12 @@ def _solve_exact(
                 f"time limit reached after {rounds} solves ({last_status})",
                 rounds,
                 cuts,
+                build_seconds=build,
+                solve_seconds=solve_s,
             )
+        t_solve = time.perf_counter()
         lp.solve(_solver(solver, remaining, bool(warm_start) and solver == "cbc"))
+        solve_s += time.perf_counter() - t_solve
         rounds += 1
         sol = lp.sol_status
         last_status = pulp.LpSolution.get(sol, str(sol))
@@ -478,7 +735,9 @@ def _solve_exact(
         status = "optimal" if sol == pulp.LpSolutionOptimal else "feasible"
         if choices is not None:
             msg = f"{status} after {rounds} solve(s), {cuts} cycle cut(s), {solver}"
-            return IlpOutcome(choices, status, msg, rounds, cuts)
+            return IlpOutcome(
+                choices, status, msg, rounds, cuts, build_seconds=build, solve_seconds=solve_s
+            )
         if not cycles:
             return IlpOutcome(None, "none", "solver solution is infeasible", rounds, cuts)
         if cycle_constraints != "lazy":

@@ -276,6 +276,7 @@ def improve(
     stall: int = 12,
     per_solve: float = 4.0,
     seed: int = 0,
+    lower_bound: float = 0.0,
 ) -> LnsOutcome:
     """Improves an acyclic choice by solving ILPs over random acyclic restrictions.
 
@@ -287,6 +288,8 @@ def improve(
         stall: stop after this many restricted solves in a row without improvement.
         per_solve: time limit of one restricted solve, seconds.
         seed: random seed.
+        lower_bound: a proved lower bound (the problem's cost unit); the search stops as
+            soon as the incumbent reaches it (relative tolerance 1e-6).
 
     Returns:
         an :class:`LnsOutcome` (never costlier than ``start``).
@@ -307,6 +310,8 @@ def improve(
     eclass = problem.node_eclass
     children = problem.node_children
     while idle < stall:
+        if best_cost <= lower_bound * (1 + 1e-6):
+            break
         remaining = time_limit - (time.perf_counter() - t0)
         if remaining <= 0.2:
             break

@@ -199,8 +199,4 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from tensat_py.ops import (  # noqa: F401  (registers the dialects)
-            hlo,  # noqa: F401
-            taso,
-            tensor,
-        )
+        from tensat_py.ops import hlo, knossos, taso, tensor  # noqa: F401  (registers the dialects)

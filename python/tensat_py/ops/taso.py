@@ -582,7 +582,7 @@ register(
         _reshape_eval,
         _zero_cost,
         _reshape_onnx,
-        ("Reshape", "MatMul"),
+        ("Reshape", "MatMul", "Flatten", "Squeeze", "Unsqueeze"),
         launches_kernel=False,
         doc="row-major reshape (a view: no kernel).",
     )
@@ -1019,17 +1019,43 @@ def import_gemm(imp: Any, node: Any) -> None:
     imp.set_output(node, 0, mm)
 
 
+def _explicit_pads(imp: Any, a: Mapping[str, Any], rank: int) -> list[int]:
+    """ONNX ``pads`` of a ``NOTSET`` Conv/pool (``[b_1.., e_1..]``, zeros when absent), or
+    Unsupported for a non-negative check failure or an ``auto_pad`` that is not NOTSET."""
+    auto = _s(a.get("auto_pad", "NOTSET"))
+    pads = [int(p) for p in a.get("pads", [0] * (2 * rank))]
+    if auto != "NOTSET" or len(pads) != 2 * rank or min(pads) < 0:
+        raise imp.Unsupported(f"padding {a.get('pads')} / {auto}")
+    return pads
+
+
 @onnx_importer("Conv")
 def import_conv(imp: Any, node: Any) -> None:
-    """ONNX Conv (2-D, dilations 1, any group) -> ``conv2d`` when the padding is exactly SAME
-    (TASO's: extra padding after) or VALID. A bias B ``[O]`` is the tensor dialect's ``add``
-    of B as ``[O, 1, 1]`` (unsupported while the core lacks ``add``)."""
+    """ONNX Conv (1-D or 2-D, dilations 1, any group) -> ``conv2d``.
+
+    Padding: exactly SAME (TASO's: extra padding after) or VALID is the ``pad`` parameter;
+    any other explicit ``pads`` (``auto_pad`` NOTSET, e.g. ``[1, 1, 1, 1]`` at stride 2) is
+    the tensor dialect's ``pad`` (constant 0) followed by a VALID ``conv2d``, whose output
+    size ``ceil((h + pads - k + 1) / s)`` equals ONNX's ``floor((h + pads - k) / s) + 1``.
+    A 1-D Conv (x ``[N, C, L]``, w ``[O, I, k]``) runs as the 2-D one on ``[N, C, 1, L]``
+    and ``[O, I, 1, k]`` (``reshape``), its result reshaped back to ``[N, O, L']``. A bias
+    B ``[O]`` is ``add`` of B as ``[O, 1, 1]``. Source: ONNX Conv (opset 11+)."""
     a = imp.attrs(node)
     has_b = len(node.input) > 2 and bool(node.input[2])
     ts = _floats(imp, node, [0, 1, 2] if has_b else [0, 1])
-    xs, ws = ts[0].shape, ts[1].shape
-    if len(xs) != 4 or len(ws) != 4:
-        raise imp.Unsupported(f"not 2-D: input {list(xs)}, weight {list(ws)}")
+    xs, ws = tuple(ts[0].shape), tuple(ts[1].shape)
+    one_d = len(xs) == 3 and len(ws) == 3
+    if not one_d and (len(xs) != 4 or len(ws) != 4):
+        raise imp.Unsupported(f"not 1-D or 2-D: input {list(xs)}, weight {list(ws)}")
+    if one_d:
+        a = dict(a)
+        for key, unit in (("strides", 1), ("dilations", 1), ("kernel_shape", 1)):
+            if key in a:
+                a[key] = [unit, *a[key]]
+        if "pads" in a:
+            p = [int(v) for v in a["pads"]]
+            a["pads"] = [0, p[0], 0, p[1]] if len(p) == 2 else p
+        xs, ws = (xs[0], xs[1], 1, xs[2]), (ws[0], ws[1], 1, ws[2])
     _no_dilation(imp, a)
     if [int(v) for v in a.get("kernel_shape", ws[2:])] != list(ws[2:]):
         raise imp.Unsupported("kernel_shape differs from the weight's")
@@ -1038,12 +1064,24 @@ def import_conv(imp: Any, node: Any) -> None:
         raise imp.Unsupported(f"group {group} does not fit {list(xs)} x {list(ws)}")
     strides = _strides(imp, a)
     pad = _pad_mode(xs[2:], ws[2:], strides, a)
+    explicit = None
     if pad is None:
-        raise imp.Unsupported(f"padding {a.get('pads')} / {_s(a.get('auto_pad', 'NOTSET'))}")
-    if has_b and (ts[2].shape != (ws[0],) or not _has_add()):
-        raise imp.Unsupported("bias needs the tensor dialect's `add` and shape [O]")
+        explicit = _explicit_pads(imp, a, 2)
+        padded = [xs[2] + explicit[0] + explicit[2], xs[3] + explicit[1] + explicit[3]]
+        if any(k > h for h, k in zip(padded, ws[2:], strict=True)):
+            raise imp.Unsupported(f"kernel {list(ws[2:])} exceeds padded input {padded}")
+    if has_b and ts[2].shape != (ws[0],):
+        raise imp.Unsupported(f"bias shape {list(ts[2].shape)} is not [{ws[0]}]")
+    x, w = _tensor(imp, node, 0), _tensor(imp, node, 1)
+    if one_d:
+        x = _add(imp, "reshape", {"shape": list_param("reshape", "shape", xs)}, [x])
+        w = _add(imp, "reshape", {"shape": list_param("reshape", "shape", ws)}, [w])
+    if explicit is not None:
+        pads = (0, 0, explicit[0], explicit[1], 0, 0, explicit[2], explicit[3])
+        x = _add(imp, "pad", {"pads": pads, "mode": "constant", "value": 0.0}, [x])
+        pad = 1
     p = {"stride_h": strides[0], "stride_w": strides[1], "pad": pad, "act": 0}
-    conv = _add(imp, "conv2d", p, [_tensor(imp, node, 0), _tensor(imp, node, 1)])
+    conv = _add(imp, "conv2d", p, [x, w])
     if has_b:
         bv = imp.const_value(node, 2)
         if bv is not None:
@@ -1052,6 +1090,10 @@ def import_conv(imp: Any, node: Any) -> None:
             shape = list_param("reshape", "shape", (ws[0], 1, 1))
             bias = _add(imp, "reshape", {"shape": shape}, [_tensor(imp, node, 2)])
         conv = _add(imp, "add", {}, [conv, bias])
+    if one_d:
+        t = imp.graph.type_of(conv).shape
+        shape = list_param("reshape", "shape", (t[0], t[1], t[3]))
+        conv = _add(imp, "reshape", {"shape": shape}, [conv])
     imp.set_output(node, 0, conv)
 
 
@@ -1111,13 +1153,11 @@ def import_concat(imp: Any, node: Any) -> None:
 
 @onnx_importer("Split")
 def import_split(imp: Any, node: Any) -> None:
-    """ONNX Split -> a right-nested chain of ``split``/``split_0``/``split_1``.
-
-    Only where the input is a concat result cut exactly where the concat joined it (the
-    analysis rejects any other cut: unsupported); part types are read through
-    ``imp.graph``. Sizes come from the ``split`` input (opset 13+), the ``split`` attribute
-    (older), ``num_outputs`` (opset 18: parts of ``ceil(dim / n)``, the last smaller) or
-    equal parts.
+    """ONNX Split -> a right-nested chain of ``split``/``split_0``/``split_1`` where the
+    input is a ``concat`` on the axis cut exactly where it joined its operands (TASO's
+    form); any other Split -> one tensor-dialect ``slice`` per output. Sizes come from the
+    ``split`` input (opset 13+), the ``split`` attribute (older), ``num_outputs``
+    (opset 18: parts of ``ceil(dim / n)``, the last smaller) or equal parts.
     """
     a = imp.attrs(node)
     shape = imp.type(node, 0).shape
@@ -1142,23 +1182,51 @@ def import_split(imp: Any, node: Any) -> None:
         sizes = [dim // n] * n
     if len(sizes) != n or sum(sizes) != dim or min(sizes) < 1:
         raise imp.Unsupported(f"sizes {sizes} for {n} outputs of {dim}")
-    cur = _tensor(imp, node, 0)
-    ids: list[int] = []
-    for k in range(n - 1):
-        try:
-            pair = _add(imp, "split", {"axis": axis}, [cur])
-        except ValueError as e:  # no concat joined this axis: the analysis rejects it
-            raise imp.Unsupported(f"split: {e}") from None
-        first = _add(imp, "split_0", {}, [pair])
-        rest = _add(imp, "split_1", {}, [pair])
-        if imp.graph.type_of(first).shape[axis] != sizes[k]:
-            raise imp.Unsupported(f"the concat joined axis {axis} elsewhere than {sizes}")
-        ids.append(first)
-        cur = rest
-    ids.append(cur)
+    x = _tensor(imp, node, 0)
+    if _concat_parts(imp.graph, x, axis) == sizes:
+        ids = _split_chain(imp, x, axis, n)
+    else:
+        ids = _split_slices(imp, x, axis, sizes)
     for k, (o, nid) in enumerate(zip(outs, ids, strict=True)):
         if o:
             imp.set_output(node, k, nid)
+
+
+_CONCATS = ("concat", "concat3", "concat4", "concat5")
+
+
+def _concat_parts(graph: Any, nid: int, axis: int) -> list[int] | None:
+    """Sizes along ``axis`` of the operands of the concat that computes node ``nid`` (the
+    positions where ``split`` cuts it), or None when ``nid`` is no concat on ``axis``."""
+    node = graph.nodes[nid]
+    if node.op not in _CONCATS or int(node.params["axis"]) != axis:
+        return None
+    return [graph.type_of(i).shape[axis] for i in node.inputs]
+
+
+def _split_chain(imp: Any, x: int, axis: int, n: int) -> list[int]:
+    """``n`` parts of concat result ``x`` as a right-nested ``split``/``split_0``/
+    ``split_1`` chain (TASO's form, which its rules match)."""
+    ids: list[int] = []
+    cur = x
+    for _ in range(n - 1):
+        pair = _add(imp, "split", {"axis": axis}, [cur])
+        ids.append(_add(imp, "split_0", {}, [pair]))
+        cur = _add(imp, "split_1", {}, [pair])
+    ids.append(cur)
+    return ids
+
+
+def _split_slices(imp: Any, x: int, axis: int, sizes: Sequence[int]) -> list[int]:
+    """Parts of ``x`` of ``sizes`` along ``axis`` as the tensor dialect's ``slice``s."""
+    if len(sizes) == 1:
+        return [x]
+    ids, off = [], 0
+    for size in sizes:
+        params = {"starts": (off,), "ends": (off + size,), "axes": (axis,), "steps": (1,)}
+        ids.append(_add(imp, "slice", params, [x]))
+        off += size
+    return ids
 
 
 @onnx_importer("Reshape")

@@ -547,7 +547,8 @@ def _make_reduce(name: str, kind: str, onnx_op: str, what: str) -> None:
         _emit_reduce(w, onnx_op, ins[0], ctx.params["axes"], int(ctx.params["keepdims"]), out)
 
     to_onnx.__doc__ = f"ONNX ``{onnx_op}`` (axes input or attribute by opset)."
-    _op(name, evaluate, _per_input_cost(1), to_onnx, (onnx_op,))
+    extra = ("GlobalMaxPool",) if onnx_op == "ReduceMax" else ()
+    _op(name, evaluate, _per_input_cost(1), to_onnx, (onnx_op, *extra))
 
 
 for _n, (_k, _o, _w) in _REDUCE.items():
@@ -924,6 +925,19 @@ _op("scalar", _scalar, _scalar_cost, _scalar_onnx, (), launches_kernel=False)
 
 
 # =========================================================================== importers
+def rank0_constant(value: np.ndarray, dtype: str) -> tuple[str, dict[str, Any]] | None:
+    """How the ONNX importer writes a rank-0 constant of language dtype ``dtype``: the
+    ``scalar`` operator and its parameters, or None when ``value`` is not exact as a float
+    parameter (an int64 beyond 2**53, ...); the importer then keeps a ``weight``."""
+    v = np.asarray(value)
+    f = float(v)
+    if np.isnan(f):
+        return ("scalar", {"value": f, "dtype": dtype}) if np.isnan(v) else None
+    if np.asarray(f).astype(v.dtype) != v:
+        return None
+    return "scalar", {"value": f, "dtype": dtype}
+
+
 def _present(node: Any, i: int) -> bool:
     return i < len(node.input) and node.input[i] != ""
 
@@ -1137,6 +1151,89 @@ def _import_layer_norm(imp: Any, node: Any) -> None:
 def _import_global_avg_pool(imp: Any, node: Any) -> None:
     """GlobalAveragePool -> global_avg_pool."""
     imp.set_output(node, 0, imp.add("global_avg_pool", {}, [imp.input(node, 0)]))
+
+
+@onnx_importer("GlobalMaxPool")
+def _import_global_max_pool(imp: Any, node: Any) -> None:
+    """GlobalMaxPool (x ``[N, C, d1, ...]``) -> reduce_max over the spatial axes with
+    keepdims 1: ``[N, C, 1, ...]``. Source: ONNX GlobalMaxPool."""
+    rank = len(imp.type(node, 0).shape)
+    if rank < 3:
+        raise ValueError(f"GlobalMaxPool '{node.name}': rank {rank} input (N, C, spatial...)")
+    params = {"axes": tuple(range(2, rank)), "keepdims": 1}
+    imp.set_output(node, 0, imp.add("reduce_max", params, [imp.input(node, 0)]))
+
+
+def _reshape_to(imp: Any, node: Any, out: Sequence[int]) -> None:
+    """Binds the output to ``reshape(input 0, out)`` (the input itself when the shape does
+    not change)."""
+    if tuple(out) == tuple(imp.type(node, 0).shape):
+        _identity(imp, node)
+        return
+    from tensat_py.ops.taso import list_param
+
+    shape = list_param("reshape", "shape", tuple(int(d) for d in out))
+    imp.set_output(node, 0, imp.add("reshape", {"shape": shape}, [imp.input(node, 0)]))
+
+
+def _axes_of(imp: Any, node: Any, rank: int) -> list[int] | None:
+    """Squeeze/Unsqueeze axes: the ``axes`` attribute (opset < 13) or the constant input 1
+    (opset 13+), normalised against ``rank``; None when absent."""
+    attrs = imp.attrs(node)
+    if "axes" in attrs:
+        raw = [int(a) for a in attrs["axes"]]
+    else:
+        v = _const_in(imp, node, 1, "axes")
+        if v is None:
+            return None
+        raw = [int(a) for a in v.reshape(-1)]
+    axes = [_norm_axis(a, rank, node) for a in raw]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{node.op_type} '{node.name}': axes {raw} repeat")
+    return axes
+
+
+@onnx_importer("Squeeze")
+def _import_squeeze(imp: Any, node: Any) -> None:
+    """Squeeze(data[, axes]) -> reshape dropping the listed size-1 axes (every size-1 axis
+    when absent). Source: ONNX Squeeze (opset 11: attribute, 13+: input)."""
+    shape = tuple(imp.type(node, 0).shape)
+    axes = _axes_of(imp, node, len(shape))
+    if axes is None:
+        axes = [k for k, d in enumerate(shape) if d == 1]
+    if any(shape[a] != 1 for a in axes):
+        raise ValueError(f"Squeeze '{node.name}': axes {axes} of {list(shape)} are not all 1")
+    _reshape_to(imp, node, [d for k, d in enumerate(shape) if k not in axes])
+
+
+@onnx_importer("Unsqueeze")
+def _import_unsqueeze(imp: Any, node: Any) -> None:
+    """Unsqueeze(data, axes) -> reshape inserting size-1 axes at ``axes`` (of the output's
+    rank). Source: ONNX Unsqueeze (opset 11: attribute, 13+: input)."""
+    shape = list(imp.type(node, 0).shape)
+    rank = len(shape)
+    attrs = imp.attrs(node)
+    n_axes = len(attrs["axes"]) if "axes" in attrs else _const_in(imp, node, 1, "axes").size
+    axes = _axes_of(imp, node, rank + n_axes)
+    if axes is None:
+        raise ValueError(f"Unsqueeze '{node.name}' has no axes")
+    out = []
+    it = iter(shape)
+    for k in range(rank + len(axes)):
+        out.append(1 if k in axes else next(it))
+    _reshape_to(imp, node, out)
+
+
+@onnx_importer("Flatten")
+def _import_flatten(imp: Any, node: Any) -> None:
+    """Flatten(axis=1) -> reshape to ``[prod(shape[:axis]), prod(shape[axis:])]``. Source:
+    ONNX Flatten."""
+    shape = tuple(imp.type(node, 0).shape)
+    axis = int(imp.attrs(node).get("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis
+    if not 0 <= axis <= len(shape):
+        raise ValueError(f"Flatten '{node.name}': axis {axis} for rank {len(shape)}")
+    _reshape_to(imp, node, [math.prod(shape[:axis]), math.prod(shape[axis:])])
 
 
 @onnx_importer("Expand")

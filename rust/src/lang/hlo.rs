@@ -19,25 +19,9 @@
 //! ```
 
 use super::taso::same_dtype;
-use super::{Arg, Dialect, OpDecl, Operands, Output};
+use super::{op, Arg, Dialect, OpDecl, Operands, Output};
 use crate::analysis::{DType, Data, Tensor};
 use Arg::{Int, List, Sym, Tensor as T};
-
-const fn op(
-    name: &'static str,
-    operands: &'static [Arg],
-    infer: super::TypeRule,
-    summary: &'static str,
-) -> OpDecl {
-    OpDecl {
-        name,
-        operands,
-        variadic: None,
-        output: Output::Tensor,
-        infer,
-        summary,
-    }
-}
 
 /// The hlo dialect.
 pub static DIALECT: Dialect = Dialect {
@@ -418,28 +402,7 @@ fn concatenate(a: &Operands) -> Result<Data, String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::analysis::{Data, TensorAnalysis};
-    use crate::lang::Mdl;
-
-    fn type_of(s: &str) -> Data {
-        let mut eg: egg::EGraph<Mdl, TensorAnalysis> = Default::default();
-        let id = eg.add_expr(&s.parse().unwrap());
-        eg[id].data.clone()
-    }
-
-    fn shape(s: &str) -> Vec<usize> {
-        match type_of(s) {
-            Data::Tensor(t) => t.shape,
-            d => panic!("{s}: {d:?}"),
-        }
-    }
-
-    fn error(s: &str) -> String {
-        match type_of(s) {
-            Data::Invalid(e) => e,
-            d => panic!("{s} type-checks: {d:?}"),
-        }
-    }
+    use crate::lang::testing::{error, shape};
 
     #[test]
     fn dot_general_orders_batch_then_free_axes() {

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod hlo;
+pub mod knossos;
 pub mod taso;
 pub mod tensor;
 
@@ -173,6 +174,14 @@ impl<'a> Operands<'a> {
             _ => Err(self.wrong(i, "a split pair")),
         }
     }
+    /// The data of operand `i`.
+    pub fn data_at(&self, i: usize) -> &'a Data {
+        self.data[i]
+    }
+    /// The Knossos type of operand `i` (rank-0 tensors are scalars).
+    pub fn ty(&self, i: usize) -> Result<knossos::KsType, String> {
+        knossos::KsType::of(self.data[i]).map_err(|_| self.wrong(i, "a Knossos value"))
+    }
     /// Tensor operands `from..`.
     pub fn tensors(&self, from: usize) -> Result<Vec<&'a Tensor>, String> {
         (from..self.len()).map(|i| self.tensor(i)).collect()
@@ -188,6 +197,7 @@ pub fn describe(d: &Data) -> String {
         Data::Sym(s) => format!("symbol `{s}`"),
         Data::Tensor(t) => format!("tensor {:?} {}", t.shape, t.dtype.name()),
         Data::Pair(_) => "a split pair".into(),
+        Data::Ks(k) => format!("Knossos {}", k.ty),
         Data::Invalid(e) => format!("an ill-typed operand ({e})"),
     }
 }
@@ -213,6 +223,54 @@ pub struct OpDecl {
     pub summary: &'static str,
 }
 
+/// A tensor-valued declaration without a variadic operand (the common case in the
+/// dialect tables).
+pub(crate) const fn op(
+    name: &'static str,
+    operands: &'static [Arg],
+    infer: TypeRule,
+    summary: &'static str,
+) -> OpDecl {
+    OpDecl {
+        name,
+        operands,
+        variadic: None,
+        output: Output::Tensor,
+        infer,
+        summary,
+    }
+}
+
+/// Helpers for the dialects' type-rule tests: the analysis data of an s-expression.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::analysis::{Data, TensorAnalysis};
+    use crate::lang::Mdl;
+
+    /// The e-class data of `s` added to a fresh e-graph.
+    pub fn type_of(s: &str) -> Data {
+        let mut eg: egg::EGraph<Mdl, TensorAnalysis> = Default::default();
+        let id = eg.add_expr(&s.parse().unwrap());
+        eg[id].data.clone()
+    }
+
+    /// The shape of tensor term `s` (panics when it is not a tensor).
+    pub fn shape(s: &str) -> Vec<usize> {
+        match type_of(s) {
+            Data::Tensor(t) => t.shape,
+            d => panic!("{s}: {d:?}"),
+        }
+    }
+
+    /// The type error of ill-typed term `s` (panics when it type-checks).
+    pub fn error(s: &str) -> String {
+        match type_of(s) {
+            Data::Invalid(e) => e,
+            d => panic!("{s} type-checks: {d:?}"),
+        }
+    }
+}
+
 /// A group of operators (as MLIR groups operators in dialects).
 #[derive(Debug)]
 pub struct Dialect {
@@ -223,7 +281,12 @@ pub struct Dialect {
 }
 
 /// Every dialect of the language, in registry order.
-pub const DIALECTS: &[&Dialect] = &[&taso::DIALECT, &tensor::DIALECT, &hlo::DIALECT];
+pub const DIALECTS: &[&Dialect] = &[
+    &taso::DIALECT,
+    &tensor::DIALECT,
+    &knossos::DIALECT,
+    &hlo::DIALECT,
+];
 
 struct Registry {
     decls: Vec<(&'static Dialect, &'static OpDecl)>,

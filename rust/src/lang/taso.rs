@@ -12,7 +12,7 @@
 //! assert_eq!(d.operands.len(), 6);
 //! ```
 
-use super::{Arg, Dialect, OpDecl, Operands, Output};
+use super::{op, Arg, Dialect, OpDecl, Operands, Output};
 use crate::analysis::{Data, SplitTree, Tensor};
 use crate::lang::parse_leaf_type;
 use std::sync::Arc;
@@ -20,22 +20,6 @@ use Arg::{Int, List, Pair, Sym, Tensor as T};
 
 /// Activation codes (TASO `ActiMode`): 0 none, 1 sigmoid, 2 relu, 3 tanh.
 pub const ACTIVATIONS: [i64; 4] = [0, 1, 2, 3];
-
-const fn op(
-    name: &'static str,
-    operands: &'static [Arg],
-    infer: super::TypeRule,
-    summary: &'static str,
-) -> OpDecl {
-    OpDecl {
-        name,
-        operands,
-        variadic: None,
-        output: Output::Tensor,
-        infer,
-        summary,
-    }
-}
 
 const POOL: &[Arg] = &[
     T("x"),

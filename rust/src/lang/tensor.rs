@@ -16,25 +16,9 @@
 //! ```
 
 use super::taso::{merge_splits, same, same_dtype, same_float};
-use super::{Arg, Dialect, OpDecl, Operands, Output};
+use super::{op, Arg, Dialect, Operands};
 use crate::analysis::{DType, Data, Tensor};
 use Arg::{Float as F, Int, List, Sym, Tensor as T};
-
-const fn op(
-    name: &'static str,
-    operands: &'static [Arg],
-    infer: super::TypeRule,
-    summary: &'static str,
-) -> OpDecl {
-    OpDecl {
-        name,
-        operands,
-        variadic: None,
-        output: Output::Tensor,
-        infer,
-        summary,
-    }
-}
 
 const AB: &[Arg] = &[T("a"), T("b")];
 const X: &[Arg] = &[T("x")];
@@ -563,28 +547,8 @@ fn scalar(a: &Operands) -> Result<Data, String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::analysis::{Data, TensorAnalysis};
-    use crate::lang::Mdl;
-
-    fn type_of(s: &str) -> Data {
-        let mut eg: egg::EGraph<Mdl, TensorAnalysis> = Default::default();
-        let id = eg.add_expr(&s.parse().unwrap());
-        eg[id].data.clone()
-    }
-
-    fn shape(s: &str) -> Vec<usize> {
-        match type_of(s) {
-            Data::Tensor(t) => t.shape,
-            d => panic!("{s}: {d:?}"),
-        }
-    }
-
-    fn error(s: &str) -> String {
-        match type_of(s) {
-            Data::Invalid(e) => e,
-            d => panic!("{s} type-checks: {d:?}"),
-        }
-    }
+    use crate::analysis::Data;
+    use crate::lang::testing::{error, shape, type_of};
 
     #[test]
     fn binary_operators_broadcast_like_numpy() {

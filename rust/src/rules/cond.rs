@@ -115,6 +115,9 @@ pub enum Condition {
     /// `const(?t)` (`expect` true) or `not const(?t)` (`expect` false): whether the tensor
     /// bound to `?t` is weight-only (pre-computable at inference).
     Const(Var, bool),
+    /// `free(?x, ?e)` (`expect` true) or `not free(?x, ?e)`: whether the variable named by
+    /// symbol `?x` is free in `?e` (Knossos binders; [`crate::analysis::FreeVars`]).
+    Free(Var, Var, bool),
 }
 
 type G = EGraph<Mdl, TensorAnalysis>;
@@ -263,6 +266,14 @@ impl Condition {
                         _ => None,
                     }
                 }
+                if let (Expr::Int(x), Expr::Int(y)) = (a, b) {
+                    // `?x != ?y` on symbols (variable names).
+                    if let (Some(x), Some(y)) = (subst.get(*x), subst.get(*y)) {
+                        if let (Data::Sym(p), Data::Sym(q)) = (&egraph[*x].data, &egraph[*y].data) {
+                            return (p == q) == (*c == Cmp::Eq);
+                        }
+                    }
+                }
                 match (side(a, egraph, subst), side(b, egraph, subst)) {
                     (Some(x), Some(y)) => (x == y) == (*c == Cmp::Eq),
                     // An integer-valued `?v == ?w`.
@@ -278,6 +289,15 @@ impl Condition {
             },
             Condition::Const(v, expect) => {
                 tensor(egraph, subst, *v).is_some_and(|t| t.constant == *expect)
+            }
+            Condition::Free(x, e, expect) => {
+                let (Some(x), Some(e)) = (subst.get(*x), subst.get(*e)) else {
+                    return false;
+                };
+                match &egraph[*x].data {
+                    Data::Sym(name) => egraph[*e].data.free().contains(*name) == *expect,
+                    _ => false,
+                }
             }
         }
     }
@@ -315,6 +335,10 @@ impl Condition {
                 }
             }
             Condition::Const(v, _) => out.push((*v, Kind::Tensor)),
+            Condition::Free(x, e, _) => {
+                out.push((*x, Kind::Sym));
+                out.push((*e, Kind::Tensor));
+            }
         }
         out
     }
@@ -326,6 +350,8 @@ impl fmt::Display for Condition {
             Condition::Compare(a, c, b) => write!(f, "{a} {} {b}", c.text()),
             Condition::Const(v, true) => write!(f, "const({v})"),
             Condition::Const(v, false) => write!(f, "not const({v})"),
+            Condition::Free(x, e, true) => write!(f, "free({x}, {e})"),
+            Condition::Free(x, e, false) => write!(f, "not free({x}, {e})"),
         }
     }
 }
@@ -480,9 +506,17 @@ impl P<'_> {
 
     fn condition(&mut self) -> Result<Condition, RuleError> {
         let negated = self.word("not");
+        if self.word("free") {
+            self.expect("(")?;
+            let x = self.var()?;
+            self.expect(",")?;
+            let e = self.var()?;
+            self.expect(")")?;
+            return Ok(Condition::Free(x, e, !negated));
+        }
         if negated || matches!(self.peek(), Some(Tok::Word(w)) if w == "const") {
             if !self.word("const") {
-                return self.err("`const` after `not`");
+                return self.err("`const` or `free` after `not`");
             }
             self.expect("(")?;
             let v = self.var()?;

@@ -370,7 +370,7 @@ fn statement(stmt: &[Ch], file: &str) -> Result<Vec<Rule>, RuleError> {
                         Some((k, _))
                             if *k != Kind::Any
                                 && *k != kind
-                                && !(kind == Kind::Any && matches!(k, Kind::Int | Kind::List)) =>
+                                && !(kind == Kind::Any && matches!(k, Kind::Int | Kind::List | Kind::Sym)) =>
                         {
                             return Err(RuleError::at(
                                 file,

@@ -145,7 +145,7 @@ impl Builder<'_> {
                 Ok(self.ast.add(ENodeOrVar::Var(v)))
             }
             Sexp::Atom(a, pos) => {
-                if decl(a).is_some() {
+                if decl(a).is_some() && slot.kind != Kind::Sym {
                     return Err(RuleError::at(
                         self.file,
                         *pos,
@@ -194,14 +194,19 @@ impl Builder<'_> {
                 };
                 let sig = d.operands;
                 let args = &items[1..];
-                if d.variadic.is_some() {
+                if d.variadic.is_some() && op == "opaque" {
                     return Err(RuleError::at(
                         self.file,
                         *op_pos,
                         format!("`{op}` takes any number of operands and cannot appear in a rule"),
                     ));
                 }
-                if args.len() != sig.len() {
+                let arity_ok = if d.variadic.is_some() {
+                    args.len() >= sig.len()
+                } else {
+                    args.len() == sig.len()
+                };
+                if !arity_ok {
                     let names: Vec<&str> = sig.iter().map(|a| arg_kind(a).1).collect();
                     return Err(RuleError::at(
                         self.file,
@@ -223,7 +228,8 @@ impl Builder<'_> {
                     return Err(self.mismatch(*pos, slot, &format!("`({op} ...)`, {out}")));
                 }
                 let mut ids = vec![];
-                for (a, s) in sig.iter().zip(args) {
+                let extra = d.variadic.iter().cycle();
+                for (a, s) in sig.iter().chain(extra).zip(args) {
                     let (kind, name) = arg_kind(a);
                     let slot = Slot {
                         kind,

@@ -9,6 +9,10 @@ The package has three parts:
   raises ``Unsupported``, become opaque;
 * :mod:`.exporter`: the writer API that :attr:`tensat_py.ops.OpDef.to_onnx` uses, folding of
   weight-only sub-graphs, graph inputs and outputs;
+* :mod:`.regions`: structural keys and templates recorded at import, with which the
+  exporter writes what the optimiser left unchanged as the source model's own nodes;
+* :mod:`.peephole`: exact export-time fusions of what ``to_onnx`` wrote (``Pad`` +
+  ``Conv``, flattened ``MatMul``);
 * :mod:`.payload`: :class:`OnnxOpaque`, what an opaque node keeps of its ONNX node(s)
   (sub-graphs included) and how it is evaluated (onnxruntime).
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto
+import onnx
+from onnx import TensorProto, helper
 
 __all__ = [
     "MIN_OPSET",
@@ -25,6 +26,7 @@ __all__ = [
     "elem_of_dtype",
     "dtype_of_array",
     "elem_name",
+    "runnable_ir_version",
 ]
 
 #: Oldest default-domain opset read without conversion (older models are converted).
@@ -104,3 +106,28 @@ def dtype_of_array(array: Any) -> str | None:
     """The dtype name of a NumPy array (``ml_dtypes.bfloat16`` included), or None."""
     name = np.asarray(array).dtype.name
     return name if name in DTYPE_TO_ELEM else None
+
+
+#: Oldest IR version with model-local functions (ONNX IR, ``FunctionProto``).
+_FUNCTIONS_IR = 8
+
+
+def runnable_ir_version(model: onnx.ModelProto) -> int:
+    """The IR version to run ``model`` under: the lowest that its opset imports need
+    (``onnx.helper.find_min_ir_version_for``; 8 when it has local functions), never above
+    its own.
+
+    onnxruntime refuses models whose IR version is newer than it knows ("Unsupported model
+    IR version: 14, max supported IR version: 13") even when they use nothing of that IR;
+    the exporter writes, and opaque payloads and shape folding run, models under this
+    version instead. A model that uses a newer IR's features (new element types) fails
+    ``onnx.checker`` under it: the exporter then keeps the model's own version.
+    """
+    own = int(model.ir_version)
+    try:
+        need = int(helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True))
+    except Exception:  # an opset newer than this onnx knows: keep the model's own
+        return own
+    if len(model.functions):
+        need = max(need, _FUNCTIONS_IR)
+    return min(own, need) if own else need

@@ -1,12 +1,25 @@
 """ONNX out: :func:`to_model` (and :func:`save`) write a :class:`~tensat_py.graph.Graph`
 as an ONNX model.
 
+Region-preserving: where the graph came from an ONNX model (``meta["onnx"]``), every
+graph node that a node of the source model computes (:class:`~.regions.Matcher`: the
+node's translation, with its inputs as holes, matches there) is written as that source
+``NodeProto``, its inputs renamed to the values they bind, its constants the source's
+initializers (or ``Constant`` nodes) of the same names; only what the optimiser changed
+goes through the operators' ``to_onnx``. An unchanged graph is therefore written as the
+source model's nodes and initializers (equal initializers once), with the source's graph
+name and producer, never larger. What ``to_onnx`` wrote then goes through the export-time
+fusions of :mod:`.peephole` (``Pad`` + ``Conv``, flattened ``MatMul``), which leave the
+source's nodes alone.
+
 The model has the original inputs and outputs (names, element types, the static shapes
-the graph was loaded with), the source model's opset imports, IR version and local
-functions, every initializer the program still reads, the opaque nodes as they were
-(their ``NodeProto``\\ s, sub-graphs included), and for each language operator the nodes
-its :attr:`tensat_py.ops.OpDef.to_onnx` emits through the :class:`Writer` (``w`` below);
-there is no per-operator code here. Weight-only sub-graphs of the program (for example the
+the graph was loaded with), the source model's opset imports and local functions, its IR
+version lowered to the lowest its opsets need (:func:`~.common.runnable_ir_version`, so
+that onnxruntime reads a model saved under a newer IR version than it knows), every
+initializer the program still reads, the opaque nodes as they were (their
+``NodeProto``\\ s, sub-graphs included), and for each language operator the nodes its
+:attr:`tensat_py.ops.OpDef.to_onnx` emits through the :class:`Writer` (``w`` below); there is
+no per-operator code here. Weight-only sub-graphs of the program (for example the
 concatenated weights of merged matmuls) are computed at export with the operators'
 NumPy semantics (:attr:`~tensat_py.ops.OpDef.evaluate`) and stored as initializers named
 ``tensat_const_<k>`` (or the graph output's name); weights keep their dtypes. The model
@@ -48,6 +61,7 @@ and folded constants; every other operator goes through the registry, and one wh
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -60,20 +74,37 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tensat_py.frontends.onnx import peephole
 from tensat_py.frontends.onnx.common import (
     DEFAULT_IR_VERSION,
     DEFAULT_OPSET,
     OnnxError,
     elem_of_dtype,
+    runnable_ir_version,
 )
 from tensat_py.frontends.onnx.importer import OnnxSource, _default_opset_of
 from tensat_py.frontends.onnx.payload import OnnxOpaque, rename_values
+from tensat_py.frontends.onnx.regions import Match, Matcher
 from tensat_py.graph import OPAQUE, Graph, TensorType
 
 __all__ = ["Writer", "to_model", "save"]
 
 #: Constants up to this many bytes are shared between equal ``w.const`` calls.
 _SHARE_BYTES = 1 << 12
+
+
+def _content_key(t: TensorProto) -> tuple:
+    """A key equal for two initializers exactly when they hold the same tensor (element
+    type, dims, data; the name aside)."""
+    if t.HasField("raw_data") or not t.external_data:
+        bare = TensorProto()
+        bare.CopyFrom(t)
+        bare.name = ""
+        bare.ClearField("doc_string")
+        body = bare.SerializeToString(deterministic=True)
+    else:  # external data: never shared
+        body = t.name.encode()
+    return (int(t.data_type), tuple(t.dims), hashlib.blake2b(body, digest_size=16).digest())
 
 
 def _np_dtype(dtype: str) -> np.dtype:
@@ -243,6 +274,13 @@ class _Exporter:
         reserved = set(src.names) if src else set()
         self.w = Writer(opset, reserved)
         self.names: dict[int, str] = {}
+        #: ``id()`` of the nodes written as the source model had them.
+        self.original: set[int] = set()
+        self.written: set[int] = set()  # source nodes written once already
+        self.canonical: dict[str, str] = {}  # source constant -> the name it is read by
+        self.by_content: dict[tuple, str] = {}
+        self.leaf_ids = {n.name: i for i, n in enumerate(graph.nodes) if n.op == "weight"}
+        self.leaf_of = {self.onnx_leaf(n): n for n in self.leaf_ids}
 
     def onnx_leaf(self, name: str) -> str:
         return self.src.leaf_names.get(name, name) if self.src else name
@@ -274,17 +312,12 @@ class _Exporter:
             raise OnnxError(f"weight '{node.name}': value of shape {a.shape}, node {node.shape}")
         return np.ascontiguousarray(a.astype(dt, copy=False))
 
-    def constants(self, keep: list[bool]) -> dict[int, np.ndarray]:
-        """Values of the constant non-weight nodes a non-constant node or an output reads."""
+    def constants(self, needed: set[int]) -> dict[int, np.ndarray]:
+        """Values of the constant non-weight nodes ``needed`` (read by a node that is
+        written, or an output), computed with the operators' NumPy semantics."""
         from tensat_py import ops
 
         g = self.g
-        needed: set[int] = set()
-        for nid, node in enumerate(g.nodes):
-            if keep[nid] and not node.constant:
-                needed.update(i for i in node.inputs if g.nodes[i].constant)
-        needed.update(o for o in g.outputs if g.nodes[o].constant)
-        needed = {i for i in needed if g.nodes[i].op != "weight"}
         if not needed:
             return {}
         closure: set[int] = set()
@@ -315,20 +348,35 @@ class _Exporter:
             out[i] = np.ascontiguousarray(np.asarray(vals[i]).astype(_np_dtype(t.dtype)))
         return out
 
-    def emitted(self, keep: list[bool], consts: Mapping[int, np.ndarray]) -> list[int]:
-        """Nodes to write, in order: reached from the outputs without entering a folded
-        constant."""
+    def plan(self) -> tuple[list[int], dict[int, Match], set[int]]:
+        """What to write, reached from the outputs: graph nodes (in order), the nodes a
+        source ONNX node computes (written as that node, its inputs reached instead of
+        the translation's), and the constant nodes folded into initializers."""
         g = self.g
+        matcher = None
+        if self.src is not None and self.src.source_nodes:
+            matcher = Matcher(g, self.src.key_table, self.src.source_nodes)
         mark = [False] * len(g.nodes)
+        macros: dict[int, Match] = {}
+        folded: set[int] = set()
         stack = list(g.outputs)
         while stack:
             i = stack.pop()
             if mark[i]:
                 continue
             mark[i] = True
-            if i not in consts:
-                stack.extend(g.nodes[i].inputs)
-        return [i for i, m in enumerate(mark) if m and keep[i]]
+            node = g.nodes[i]
+            if node.op in ("input", "weight"):
+                continue
+            m = matcher.match(i) if matcher is not None and node.op != OPAQUE else None
+            if m is not None:
+                macros[i] = m
+                stack.extend(n for _, n in m.bindings)
+            elif node.constant:
+                folded.add(i)
+            else:
+                stack.extend(node.inputs)
+        return [i for i, m in enumerate(mark) if m], macros, folded
 
     def elem(self, nid: int) -> int:
         node = self.g.nodes[nid]
@@ -342,9 +390,8 @@ class _Exporter:
 
     def run(self, opsets, ir_version: int, functions) -> onnx.ModelProto:
         g, w = self.g, self.w
-        keep = g.live()
-        consts = self.constants(keep)
-        order = self.emitted(keep, consts)
+        order, macros, folded = self.plan()
+        consts = self.constants(folded)
         out_names = list(self.src.outputs) if self.src else []
         if len(out_names) != len(g.outputs):
             out_names = [f"output_{k}" for k in range(len(g.outputs))]
@@ -362,11 +409,37 @@ class _Exporter:
                 want = getattr(p, "output", None)
                 if isinstance(want, str) and output_of.get(want, nid) == nid:
                     self.names[nid] = want
+        # Source ONNX nodes written as they were: one instance per (node, inputs); the
+        # first keeps the node's value names (unless one is an output computed elsewhere).
+        instances: dict[tuple, dict[int, int]] = {}
+        for nid in order:
+            if nid in macros:
+                m = macros[nid]
+                instances.setdefault((m.source, m.bindings), {})[m.output] = nid
+        self.instance_outputs: dict[tuple, list[str]] = {}
+        first: set[int] = set()
+        at: dict[int, tuple] = {}
+        for inst, outs in instances.items():
+            proto = self.src.source_nodes[inst[0]].proto  # type: ignore[union-attr]
+            names = []
+            for j, o in enumerate(proto.output):
+                nid = outs.get(j)
+                fresh = inst[0] in first or (o in output_of and output_of[o] != nid)
+                names.append((w.fresh(o) if fresh else o) if o else "")
+                if nid is not None:
+                    self.names[nid] = names[-1]
+            first.add(inst[0])
+            self.instance_outputs[inst] = names
+            at[min(outs.values())] = inst
         for k, o in enumerate(g.outputs):
             if o not in self.names:
                 self.names[o] = out_names[k]
         for nid in order:
             node = g.nodes[nid]
+            if nid in macros:
+                if nid in at:
+                    self.source_node(at[nid])
+                continue
             if nid not in self.names:
                 self.names[nid] = w.fresh("const" if nid in consts else node.op)
             name = self.names[nid]
@@ -375,10 +448,70 @@ class _Exporter:
             elif node.op == "input":
                 pass
             elif node.op == "weight":
-                w.add_initializer(name, self.weight_array(nid))
+                if (
+                    node.name not in self.weights
+                    and self.src is not None
+                    and name in self.src.initializers
+                ):
+                    self.names[nid] = self.source_constant(name)
+                else:
+                    w.add_initializer(name, self.weight_array(nid))
             else:
                 self.operator(nid, name)
         return self.finish(order, out_names, opsets, ir_version, functions)
+
+    def source_constant(self, name: str) -> str:
+        """Writes the source model's constant ``name`` once and returns the name to read it
+        by: its ``Constant`` node where it had one, else its initializer (a weight
+        override in ``weights=`` wins); an initializer equal to one written already (the
+        shape folding before import copies a shared weight once per ``Identity``) is read
+        from that one instead."""
+        w, src = self.w, self.src
+        assert src is not None
+        if name in self.canonical:
+            return self.canonical[name]
+        leaf = self.leaf_of.get(name)
+        if leaf is not None and leaf in self.weights:
+            w.add_initializer(name, self.weight_array(self.leaf_ids[leaf]))
+        elif name in src.constant_nodes:
+            node = onnx.NodeProto()
+            node.CopyFrom(src.constant_nodes[name])
+            w.append(node)
+            self.original.add(id(node))
+        else:
+            t = src.initializers[name]
+            digest = _content_key(t)
+            same = self.by_content.get(digest)
+            if same is not None:
+                self.canonical[name] = same
+                return same
+            self.by_content[digest] = name
+            w.add_initializer(name, t)
+        self.canonical[name] = name
+        return name
+
+    def source_node(self, inst: tuple) -> None:
+        """Writes source ONNX node ``inst[0]`` as it was, its inputs renamed to the values
+        ``inst[1]`` binds and its outputs to the instance's names."""
+        w, src = self.w, self.src
+        assert src is not None
+        proto = onnx.NodeProto()
+        proto.CopyFrom(src.source_nodes[inst[0]].proto)
+        bind = dict(inst[1])
+        for pos, name in enumerate(proto.input):
+            if not name:
+                continue
+            if pos in bind:
+                proto.input[pos] = self.names[bind[pos]]
+            else:
+                proto.input[pos] = self.source_constant(name)
+        for j, name in enumerate(self.instance_outputs[inst]):
+            proto.output[j] = name
+        if proto.name and inst[0] in self.written:
+            proto.name = w.fresh(proto.name)  # node names are unique too
+        self.written.add(inst[0])
+        w.append(proto)
+        self.original.add(id(proto))
 
     def operator(self, nid: int, out: str) -> None:
         from tensat_py import ops
@@ -446,11 +579,24 @@ class _Exporter:
             for n in input_order
             if n in by_onnx
         ]
-        gp = helper.make_graph(w.nodes, "tensat", inputs, outputs, list(inits.values()))
-        model = helper.make_model(
-            gp, opset_imports=list(opsets), functions=list(functions), producer_name="tensat-py"
-        )
+        src = self.src
+        name = src.graph_name if src is not None and src.graph_name else "tensat"
+        gp = helper.make_graph(w.nodes, name, inputs, outputs, list(inits.values()))
+        model = helper.make_model(gp, opset_imports=list(opsets), functions=list(functions))
+        if src is not None:  # the source model, rewritten: its producer fields, if any
+            if src.producer_name:
+                model.producer_name = src.producer_name
+            if src.producer_version:
+                model.producer_version = src.producer_version
+        else:
+            model.producer_name = "tensat-py"
         model.ir_version = ir_version
+        if len(self.original) < len(w.nodes):  # something was written through to_onnx
+            protected = {o for n in w.nodes if id(n) in self.original for o in n.output if o}
+            try:
+                peephole.fuse(model, protected)
+            except Exception as e:  # shape inference rejects the model: the checker says why
+                raise OnnxError(f"export-time fusions failed: {type(e).__name__}: {e}") from e
         return model
 
 
@@ -524,6 +670,18 @@ def to_model(
             ir_version = max(ir_version, p.ir_version)
         functions = tuple(fns.values())
     model = _Exporter(graph, values, src, default).run(opsets, ir_version, functions)
+    lowest = runnable_ir_version(model)
+    if lowest < model.ir_version:
+        # Written under the lowest IR version its opsets need (onnxruntime refuses newer
+        # ones it does not know), unless the checker says it uses a newer IR's features.
+        try:
+            lowered = onnx.ModelProto()
+            lowered.CopyFrom(model)
+            lowered.ir_version = lowest
+            onnx.checker.check_model(lowered)
+            model = lowered
+        except Exception:  # the checker's ValidationError (and friends): keep the own one
+            pass
     if check:
         try:
             onnx.checker.check_model(model, full_check=True)

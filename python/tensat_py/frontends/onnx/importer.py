@@ -15,11 +15,17 @@ value of any other element type gets ``Unsupported`` (so the node becomes opaque
 value produced by an opaque node is computed inside the payload of its consumers.
 
 Constants: initializers and ``Constant`` nodes are constants; so are the outputs of
-*shape sub-graphs*, folded here with ONNX's reference evaluator: ``Shape``/``Size`` of a
-value with a static shape, and any default-domain node whose inputs are all constants and
-whose outputs are integer or boolean tensors (at most 65536 input elements). An importer
-reading a constant gets a ``weight`` node (its value kept, dtype unchanged) and can read
-the value with ``imp.const_value``.
+*shape sub-graphs* (``Shape``/``Gather``/``Concat``/``Range``... feeding ``Reshape``,
+``Pad``, ``Expand``), which :func:`fold_shapes` folds before import with onnxslim
+(constant folding and dead-node elimination only, once the input shapes are fixed). An
+importer reading a constant gets a ``weight`` node (its value kept, dtype unchanged), a
+rank-0 constant the operator :func:`tensat_py.ops.tensor.rank0_constant` names
+(``scalar``), and can read the value with ``imp.const_value``.
+
+IR versions: onnxruntime reads models up to some IR version (13 for 1.2x); a model saved
+with a newer one (``onnx`` 1.18+ writes 14 by default) is folded and evaluated under
+:func:`~.common.runnable_ir_version`, the lowest IR version its opsets need; the graph
+keeps the model's own IR version for export.
 
 Opaque nodes: a node becomes ``opaque`` only when no importer is registered for its type,
 when its importer raised ``imp.Unsupported(reason)``, or when it returned without
@@ -77,8 +83,10 @@ from tensat_py.frontends.onnx.common import (
     dtype_of_elem,
     elem_name,
     elem_of_dtype,
+    runnable_ir_version,
 )
 from tensat_py.frontends.onnx.payload import OnnxOpaque, outer_inputs, subgraphs
+from tensat_py.frontends.onnx.regions import KeyTable, SourceNode, record, structural_keys
 from tensat_py.graph import Graph, GraphError, TensorType
 
 __all__ = [
@@ -88,37 +96,16 @@ __all__ = [
     "load",
     "opaque_ops",
     "opaque_reasons",
+    "fold_shapes",
 ]
 
 _BAD_LEAF_CHARS = set(" \t\n()@;:\"'[],")
 _DEFAULT_DOMAINS = ("", "ai.onnx")
-#: Folding limit for shape sub-graphs: total input elements.
-_FOLD_MAX_ELEMENTS = 1 << 16
-#: Default-domain operators never folded (random, or with side inputs).
-_NO_FOLD = frozenset(
-    {
-        "RandomNormal",
-        "RandomNormalLike",
-        "RandomUniform",
-        "RandomUniformLike",
-        "Multinomial",
-        "Bernoulli",
-        "Constant",
-    }
-)
-_INTEGRAL_ELEMS = frozenset(
-    {
-        TensorProto.INT64,
-        TensorProto.INT32,
-        TensorProto.INT16,
-        TensorProto.INT8,
-        TensorProto.UINT64,
-        TensorProto.UINT32,
-        TensorProto.UINT16,
-        TensorProto.UINT8,
-        TensorProto.BOOL,
-    }
-)
+#: onnxslim passes run before import: constant folding (shape sub-graphs) and dead-node
+#: elimination only; its fusions would do the optimiser's work outside the e-graph.
+_SLIM_SKIP = ["graph_fusion", "subexpression_elimination", "weight_tying"]
+#: Largest folded constant (bytes): larger weight-only values stay computed in the model.
+_SLIM_SIZE_THRESHOLD = 1 << 24
 
 
 class Unsupported(Exception):  # noqa: N818  (the contract's name)
@@ -144,6 +131,14 @@ class OnnxSource:
         names: every value name in the model, sub-graphs included (new names avoid them).
         arrays: values of the weights importers created with ``imp.weight``, by graph
             name (exported as initializers of that name).
+        key_table: the structural keys of the imported graph
+            (:func:`~.regions.structural_keys`); the exporter keys the optimised graph
+            against it.
+        source_nodes: every ONNX node an importer translated, in model order, with the
+            keys of the values it reads and writes (:class:`~.regions.SourceNode`).
+        constant_nodes: the ``Constant`` nodes whose values became initializers, by output
+            name (written back as they were).
+        graph_name, producer_name, producer_version: the model's (written back).
     """
 
     initializers: dict[str, TensorProto]
@@ -155,6 +150,12 @@ class OnnxSource:
     functions: tuple[onnx.FunctionProto, ...]
     names: frozenset[str]
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    key_table: KeyTable = field(default_factory=dict, repr=False)
+    source_nodes: tuple[SourceNode, ...] = field(default=(), repr=False)
+    constant_nodes: dict[str, onnx.NodeProto] = field(default_factory=dict, repr=False)
+    graph_name: str = ""
+    producer_name: str = ""
+    producer_version: str = ""
     _arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
@@ -323,6 +324,7 @@ class Importer:
         gr = model.graph
         self.inits: dict[str, TensorProto] = {t.name: t for t in gr.initializer}
         self.nodes: list[onnx.NodeProto] = []
+        self.constant_nodes: dict[str, onnx.NodeProto] = {}
         for n in gr.node:
             if (
                 n.op_type == "Constant"
@@ -331,6 +333,7 @@ class Importer:
                 and (v := _constant_value(n)) is not None
             ):
                 self.inits[n.output[0]] = numpy_helper.from_array(v, n.output[0])
+                self.constant_nodes[n.output[0]] = n
                 continue
             self.nodes.append(n)
         self.types: dict[str, tuple[int, tuple[int, ...] | None]] = {}
@@ -358,6 +361,9 @@ class Importer:
         self._const_cache: dict[str, np.ndarray] = {}
         self._node: onnx.NodeProto | None = None
         self._bound: dict[int, int] = {}
+        #: translated nodes: (proto, input node ids, output node ids); None = constant,
+        #: absent or unread.
+        self._translated: list[tuple[onnx.NodeProto, list[int | None], list[int | None]]] = []
 
     # ------------------------------------------------------------------ the API
     def attrs(self, node: onnx.NodeProto) -> dict[str, Any]:
@@ -513,61 +519,26 @@ class Importer:
         dims = tuple(int(d) for d in t.dims)
         if any(d < 1 for d in dims):
             raise Unsupported(f"constant '{name}' has a zero-size dimension {dims}")
+        if not dims:
+            nid = self._scalar(name, dtype)
+            if nid is not None:
+                self.env[name] = nid
+                return nid
         leaf = self._leaf(name)
         nid = self._add_leaf("weight", leaf, dims, dtype)
         self.leaf_names[leaf] = name
         self.env[name] = nid
         return nid
 
-    def _fold(self, node: onnx.NodeProto) -> bool:
-        """Evaluates a shape sub-graph node into constants; False when it is not one."""
-        if node.domain not in _DEFAULT_DOMAINS or node.op_type in _NO_FOLD:
-            return False
-        ins = [i for i in node.input if i]
-        if not ins or any(True for _ in subgraphs(node)):
-            return False
-        feeds: dict[str, np.ndarray] = {}
-        if node.op_type in ("Shape", "Size") and ins[0] not in self.inits:
-            elem, shape = self.types.get(ins[0], (0, None))
-            if shape is None:
-                return False
-            feeds[ins[0]] = np.broadcast_to(np.zeros((), np.float32), shape)
-        else:
-            if not all(i in self.inits for i in ins):
-                return False
-            for o in node.output:
-                if o and self.types.get(o, (0, None))[0] not in _INTEGRAL_ELEMS:
-                    return False
-            if sum(int(np.prod(self.inits[i].dims)) for i in ins) > _FOLD_MAX_ELEMENTS:
-                return False
-            for i in ins:
-                feeds[i] = numpy_helper.to_array(self.inits[i])
-        try:
-            from onnx.reference import ReferenceEvaluator
+    def _scalar(self, name: str, dtype: str) -> int | None:
+        """A rank-0 constant as the node :func:`tensat_py.ops.tensor.rank0_constant` names
+        (so that rules such as ``mul-one`` see its value), or None (then a weight)."""
+        from tensat_py.ops.tensor import rank0_constant
 
-            inputs = [
-                helper.make_tensor_value_info(
-                    n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)
-                )
-                for n, a in feeds.items()
-            ]
-            outs = [o for o in node.output if o]
-            g = helper.make_graph(
-                [node],
-                "fold",
-                inputs,
-                [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs],
-            )
-            m = helper.make_model(g, opset_imports=list(self.model.opset_import))
-            m.ir_version = self.model.ir_version
-            values = ReferenceEvaluator(m).run(None, feeds)
-        except Exception:  # not foldable after all (the evaluator raises many types)
-            return False
-        for o, v in zip(outs, values, strict=True):
-            a = np.asarray(v)
-            self.inits[o] = numpy_helper.from_array(a, o)
-            self.types[o] = (helper.np_dtype_to_tensor_dtype(a.dtype), tuple(a.shape))
-        return True
+        spec = rank0_constant(numpy_helper.to_array(self.inits[name]), dtype)
+        if spec is None:
+            return None
+        return self.graph.add_node(spec[0], spec[1], [])
 
     def _import(self, k: int, node: onnx.NodeProto) -> None:
         key = _op_key(node)
@@ -617,6 +588,9 @@ class Importer:
                     node,
                 )
             self.env[o] = nid
+        ins = [None if (not i or i in self.inits) else self.env.get(i) for i in node.input]
+        outs = [bound.get(j) if o else None for j, o in enumerate(node.output)]
+        self._translated.append((node, ins, outs))
 
     def _opaque(self, k: int, node: onnx.NodeProto, reason: str) -> None:
         operands: list[tuple[str, int]] = []
@@ -719,8 +693,6 @@ class Importer:
         for k, node in enumerate(self.nodes):
             if not any(self.consumers.get(o, 0) for o in node.output if o):
                 continue  # nothing reads it
-            if self._fold(node):
-                continue
             self._import(k, node)
         outs = []
         for o in gr.output:
@@ -738,6 +710,8 @@ class Importer:
         if not outs:
             raise OnnxError(f"{self.where}: the model has no outputs")
         self.graph.outputs = outs
+        table: KeyTable = {}
+        keys = structural_keys(self.graph, table)
         self.graph.meta["onnx"] = OnnxSource(
             initializers=self.inits,
             inputs=inputs,
@@ -748,6 +722,12 @@ class Importer:
             functions=tuple(self.model.functions),
             names=frozenset([*self.model_names, *self.inits, *self.arrays]),
             arrays=self.arrays,
+            key_table=table,
+            source_nodes=tuple(record(self.graph, self._translated, keys)),
+            constant_nodes=self.constant_nodes,
+            graph_name=gr.name,
+            producer_name=self.model.producer_name,
+            producer_version=self.model.producer_version,
         )
         return self.graph
 
@@ -804,17 +784,64 @@ def load(
             ) from None
     if input_shapes:
         names = {vi.name for vi in model.graph.input}
-        for name in input_shapes:
+        for name, dims in input_shapes.items():
             if name not in names:
                 raise OnnxError(f"{where}: input_shapes names unknown input '{name}'")
+            if not all(isinstance(d, int | np.integer) and d >= 1 for d in dims):
+                raise OnnxError(f"{where}: input_shapes['{name}'] = {list(dims)}: positive ints")
         for vi in model.graph.input:
             if vi.name in input_shapes:
                 tt = vi.type.tensor_type
                 tt.shape.Clear()
                 for d in input_shapes[vi.name]:
                     tt.shape.dim.add().dim_value = int(d)
+    model = fold_shapes(model, where)
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:
         raise OnnxError(f"{where}: ONNX shape inference failed: {e}") from None
     return Importer(model, where, importers).run()
+
+
+def fold_shapes(model: onnx.ModelProto, where: str = "model") -> onnx.ModelProto:
+    """Folds the constant sub-graphs of ``model`` (shape arithmetic on static input shapes:
+    ``Shape``, ``Gather``, ``Concat``, ``Range``, ``ConstantOfShape``... and weight-only
+    values up to 16 MiB) into initializers and drops dead nodes, with onnxslim
+    (``onnxslim.slim`` with constant folding and dead-node elimination, no fusion).
+
+    Args:
+        model: a model whose graph inputs carry the static shapes to fold with (not
+            modified); stale ``value_info`` is dropped and re-inferred.
+        where: the model file, for messages.
+
+    Returns:
+        The folded model, with the input model's IR version; the input model itself when
+        onnxslim cannot process it (a warning says why; values left unfolded make the
+        operators reading them opaque or fail shape inference later).
+    """
+    import warnings
+
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    del work.graph.value_info[:]
+    ir = int(model.ir_version)
+    work.ir_version = runnable_ir_version(work)
+    try:
+        import onnxslim
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = onnxslim.slim(
+                work, skip_optimizations=_SLIM_SKIP, size_threshold=_SLIM_SIZE_THRESHOLD
+            )
+    except Exception as e:  # onnxslim raises many types (onnxruntime, graph surgeon)
+        warnings.warn(
+            f"{where}: onnxslim could not fold shape sub-graphs ({type(e).__name__}: {e})",
+            stacklevel=2,
+        )
+        return model
+    if not isinstance(out, onnx.ModelProto):
+        warnings.warn(f"{where}: onnxslim returned no model; shapes not folded", stacklevel=2)
+        return model
+    out.ir_version = ir
+    return out

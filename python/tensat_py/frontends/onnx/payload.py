@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tensat_py.frontends.onnx.common import DEFAULT_IR_VERSION, elem_name
+from tensat_py.frontends.onnx.common import DEFAULT_IR_VERSION, elem_name, runnable_ir_version
 
 __all__ = ["OnnxOpaque", "subgraphs", "outer_inputs", "rename_values"]
 
@@ -193,6 +193,7 @@ class OnnxOpaque:
         opsets = list(self.opset_imports) or [helper.make_opsetid("", 17)]
         m = helper.make_model(g, opset_imports=opsets, functions=list(self.functions))
         m.ir_version = self.ir_version
+        m.ir_version = runnable_ir_version(m)
         return m
 
     def _ort_runner(self, model: onnx.ModelProto, cast_in=None, cast_out=None):

@@ -1,0 +1,255 @@
+"""Cost models against onnxruntime: predicted speedup vs measured latency ratio.
+
+For every zoo model (and any ``--onnx`` files), in one run:
+
+1. the model is exported to ONNX with random weights (seed 0), the *original*, and loaded
+   back (:func:`tensat_py.frontends.onnx.load`);
+2. it is optimised once under each cost model (``roofline`` with the ``cpu`` preset,
+   ``profile`` and ``learned`` on the CPU through onnxruntime; the profile cache should be
+   filled first: ``tensat profile MODEL --device cpu`` and ``tensat profile --train``);
+   each result's *predicted* ratio is its cost before / after under its own model;
+3. onnxruntime (CPUExecutionProvider, ``ORT_ENABLE_ALL``, 2 intra-op threads, spinning
+   off, as ``bench/onnx_bench.py``) runs the original, a second session of the original
+   (the A/A control: the noise) and each optimised model on the same inputs, rotating
+   which goes first, ``--runs`` times after ``--warmup`` runs; outputs must agree within
+   1e-3 relative;
+4. the *measured* ratio is the original's median latency over the optimised one's.
+
+Writes a markdown table (``--out``), a CSV beside it and a plot (``--plot``: predicted vs
+measured, one point per model and cost model, the ±3% band around the diagonal).
+
+Usage::
+
+    tensat profile bert nasrnn nasneta resnext50 inceptionv3 squeezenet vgg19 resnet50 \\
+        --device cpu && tensat profile --train
+    python bench/cost_validation.py --out bench/cost_validation.md \\
+        --plot bench/cost_validation.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tensat_py
+from tensat_py import models
+from tensat_py.cost import get_cost_model
+from tensat_py.frontends import onnx as tonnx
+from tensat_py.runtime import ort_exec
+
+TOLERANCE = 1e-3
+COST_MODELS = ("roofline", "profile", "learned")
+
+
+@dataclass
+class Row:
+    """One model: latencies (ms) and, per cost model, predicted and measured ratios."""
+
+    model: str
+    original_ms: float
+    control_ms: float
+    predicted: dict[str, float] = field(default_factory=dict)
+    optimized_ms: dict[str, float] = field(default_factory=dict)
+    status: dict[str, str] = field(default_factory=dict)
+    optimize_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def control(self) -> float:
+        """A/A ratio: the original over a second session of itself."""
+        return self.original_ms / self.control_ms
+
+    def measured(self, cm: str) -> float:
+        """Original / optimised-under-``cm`` median latency."""
+        return self.original_ms / self.optimized_ms[cm]
+
+    def error(self, cm: str) -> float:
+        """Predicted / measured - 1."""
+        return self.predicted[cm] / self.measured(cm) - 1.0
+
+
+def _session(model):
+    return ort_exec.session(model, threads=2, level="all", spinning=False)
+
+
+def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
+    """Optimise ``source`` (a zoo Graph or an ONNX path) under each model and time all."""
+    if isinstance(source, str | Path):
+        original = tonnx.load(str(source)).meta["onnx"].model  # type: ignore[attr-defined]
+    else:
+        original = tonnx.to_model(source, weights="random")
+    loaded = tonnx.load(original)
+    sessions = {"original": _session(original), "control": _session(original)}
+    predicted, status, opt_s = {}, {}, {}
+    exported: dict[str, bytes] = {}
+    for cm, model in cms.items():
+        t = time.perf_counter()
+        res = tensat_py.optimize(
+            loaded, cost_model=model, device="cpu", time_limit=args.time_limit, verify=False
+        )
+        opt_s[cm] = time.perf_counter() - t
+        predicted[cm] = res.speedup
+        status[cm] = res.extraction_status
+        data = tonnx.to_model(res.graph).SerializeToString()
+        same = next((k for k, v in exported.items() if v == data), None)
+        exported[cm] = data
+        sessions[cm] = sessions[same] if same else _session(data)
+    rng = np.random.default_rng(args.seed)
+    a = sessions["original"]
+    feeds = {
+        i.name: rng.standard_normal([int(d) for d in i.shape]).astype(np.float32)
+        for i in a.get_inputs()
+    }
+    ref = a.run(None, feeds)
+    for cm in cms:
+        out = sessions[cm].run(None, feeds)
+        for p, q in zip(ref, out, strict=True):
+            err = float(np.abs(p - q).max()) / max(float(np.abs(p).max()), 1e-30)
+            if not err <= TOLERANCE:
+                raise AssertionError(f"{name}/{cm}: outputs differ, relative error {err:.3g}")
+    uniq = list(dict.fromkeys(sessions.values()))
+    times: dict[int, list[float]] = {id(s): [] for s in uniq}
+    for _ in range(args.warmup):
+        for s in uniq:
+            s.run(None, feeds)
+    for k in range(args.runs):
+        for j in range(len(uniq)):
+            s = uniq[(j + k) % len(uniq)]
+            t = time.perf_counter()
+            s.run(None, feeds)
+            times[id(s)].append(time.perf_counter() - t)
+    med = {key: statistics.median(v) * 1e3 for key, v in times.items()}
+    return Row(
+        model=name,
+        original_ms=med[id(sessions["original"])],
+        control_ms=med[id(sessions["control"])],
+        predicted=predicted,
+        optimized_ms={cm: med[id(sessions[cm])] for cm in cms},
+        status=status,
+        optimize_s=opt_s,
+    )
+
+
+def table(rows: list[Row], cms: list[str], args: argparse.Namespace, extra: str) -> str:
+    """The markdown report."""
+    head = (
+        "| model | original (ms) | A/A | "
+        + " | ".join(f"{cm} predicted | {cm} measured | {cm} error" for cm in cms)
+        + " |"
+    )
+    lines = [
+        f"onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, 2 intra-op threads, spinning off; "
+        f"median of {args.runs} rotating runs after {args.warmup} warm-up runs; A/A = the "
+        f"original against a second session of itself (noise); predicted = cost before / "
+        f"after under the model that guided the optimisation; measured = original / optimised "
+        f"latency; error = predicted / measured - 1. {extra}",
+        "",
+        head,
+        "|---|---:|---:|" + "---:|---:|---:|" * len(cms),
+    ]
+    for r in rows:
+        cells = [f"{r.model}", f"{r.original_ms:.3f}", f"{r.control:.3f}"]
+        for cm in cms:
+            cells += [f"{r.predicted[cm]:.3f}", f"{r.measured(cm):.3f}", f"{r.error(cm):+.1%}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for cm in cms:
+        within = sum(abs(r.error(cm)) <= 0.03 for r in rows)
+        above = sum(r.measured(cm) - 1 > abs(r.control - 1) for r in rows)
+        lines.append(
+            f"- {cm}: |error| <= 3% on {within}/{len(rows)}; measured above 1 beyond the A/A "
+            f"noise on {above}/{len(rows)}"
+        )
+    if "profile" in cms and "roofline" in cms:
+        ge = sum(r.measured("profile") >= r.measured("roofline") - abs(r.control - 1) for r in rows)
+        lines.append(
+            f"- profile-guided measured >= roofline-guided (within A/A noise) on {ge}/{len(rows)}"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[Row], cms: list[str], path: Path) -> None:
+    """Predicted vs measured, one point per model and cost model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    marks = {"roofline": "o", "profile": "s", "learned": "^"}
+    vals = [v for r in rows for cm in cms for v in (r.predicted[cm], r.measured(cm))]
+    lo, hi = min(vals + [0.95]) - 0.02, max(vals + [1.05]) + 0.02
+    xs = np.linspace(lo, hi, 10)
+    ax.plot(xs, xs, "k-", lw=0.8, label="predicted = measured")
+    ax.fill_between(xs, xs / 1.03, xs * 1.03, color="0.85", label="±3%")
+    for cm in cms:
+        ax.scatter(
+            [r.measured(cm) for r in rows],
+            [r.predicted[cm] for r in rows],
+            marker=marks.get(cm, "x"),
+            label=cm,
+        )
+        for r in rows:
+            ax.annotate(r.model, (r.measured(cm), r.predicted[cm]), fontsize=6, alpha=0.6)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured speedup (onnxruntime, original / optimised)")
+    ax.set_ylabel("predicted speedup (cost before / after)")
+    ax.set_title("cost models vs onnxruntime on this CPU")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="*", default=None, help="zoo names (default: all)")
+    p.add_argument("--onnx", nargs="*", default=[], help="ONNX files with static shapes")
+    p.add_argument("--cost-models", nargs="*", default=list(COST_MODELS))
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--time-limit", type=float, default=30.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--plot", type=Path, default=None)
+    args = p.parse_args(argv)
+    cms = {cm: get_cost_model(cm, "cpu") for cm in args.cost_models}
+    extra = ""
+    if "learned" in cms:
+        extra = f"Learned model's stored held-out Spearman: {cms['learned'].spearman:.4f}."
+    sources: list[tuple[str, object]] = [(n, models.get(n)) for n in args.models or models.ZOO]
+    sources += [(Path(f).stem, f) for f in args.onnx]
+    rows: list[Row] = []
+    for name, src in sources:
+        r = bench_model(name, src, cms, args)
+        rows.append(r)
+        print(
+            f"{name}: A/A {r.control:.3f} "
+            + " ".join(f"{cm} pred {r.predicted[cm]:.3f} meas {r.measured(cm):.3f}" for cm in cms),
+            file=sys.stderr,
+        )
+    text = table(rows, list(cms), args, extra)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+        with args.out.with_suffix(".csv").open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["model", "cost_model", "predicted", "measured", "aa", "status"])
+            for r in rows:
+                for cm in cms:
+                    w.writerow(
+                        [r.model, cm, r.predicted[cm], r.measured(cm), r.control, r.status[cm]]
+                    )
+    if args.plot is not None:
+        plot(rows, list(cms), args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,710 @@
+"""The ``profile`` cost model: every distinct operator measured once on the real device.
+
+As TASO (Jia et al., SOSP 2019) and Tensat (Yang et al., MLSys 2021) do with cuDNN, each
+distinct (operator, parameters, operand and output types, operand constant flags) is run
+alone on the device, timed, and the figure cached (:mod:`tensat_py.cost.database`, keyed
+by a device fingerprint and the operator's signature). A program's cost is the sum of its
+operators' figures; constant (weight-only) nodes and operators that launch no kernel cost
+0, as in the roofline model.
+
+Backends:
+
+* ``onnxruntime`` (CPU default): a one-operator ONNX model written by the operator's own
+  ``to_onnx`` (through the exporter, :func:`tensat_py.frontends.onnx.to_model`) with
+  constant operands as initializers, run in a session with the ORT runner's settings
+  (:func:`tensat_py.runtime.ort_exec.session`: ``ORT_ENABLE_ALL``, intra-op spinning off)
+  through IO binding (inputs bound once, outputs left on the device: no copies are timed).
+  A session call costs more than the same kernel inside a whole model (binding, dispatch
+  of ``run``); that overhead is calibrated once per device (chains of 1 and 16 one-element
+  ``Neg`` nodes: the slope is the per-node cost inside a model, the intercept the call
+  overhead) and subtracted, so a figure is ``max(median - call overhead, per-node cost)``.
+* ``numpy`` (CPU): the operator's reference ``evaluate`` on NumPy arrays.
+* ``cupy`` (GPU): the same ``evaluate`` on CuPy arrays (NumPy functions dispatch to CuPy
+  through NEP 18 ``__array_function__``), timed with CUDA events
+  (``cupy.cuda.Event``, ``cupy.cuda.get_elapsed_time``). NumPy and CuPy share one
+  implementation, :class:`ArrayBackend`, generic over the array module.
+
+Runtime fusion (onnxruntime): inside a whole model, onnxruntime's graph optimisations
+(``ORT_ENABLE_ALL``; its documented ConvActivationFusion, NCHWc Conv+Sum fusion,
+MatMulAddFusion / Gemm+activation fusion) fold some operators into the kernel before them,
+so they cost almost nothing there while a one-operator session times them in full. The
+onnxruntime backend therefore prices a node that onnxruntime fuses (:func:`ort_fused`,
+read from the producers of its operands, :attr:`~tensat_py.cost.base.CostContext.producers`)
+at the calibrated per-node cost instead of its one-operator time.
+
+Each measurement: ``warmup`` untimed runs, then repetitions until about ``target_seconds``
+have been spent (between ``min_reps`` and ``max_reps``); the median, the spread
+(inter-quartile range) and the lower quartile are stored. The cost is the lower quartile:
+on a shared machine the slow repetitions are other processes taking the cores, and the
+lower quartile is far more repeatable than the median (re-measuring a convolution under
+load moved its median by 3x and its lower quartile by a few per cent).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from tensat_py import ops
+from tensat_py.cost.base import OpCostModel, opdef
+from tensat_py.cost.database import ProfileDatabase, Record
+from tensat_py.graph import Graph, TensorType
+
+__all__ = [
+    "Measurement",
+    "Timer",
+    "PerfTimer",
+    "CudaEventTimer",
+    "time_callable",
+    "Backend",
+    "OrtBackend",
+    "ArrayBackend",
+    "numpy_backend",
+    "cupy_backend",
+    "signature",
+    "fingerprint",
+    "ProfileCostModel",
+    "GPU_DEVICES",
+    "OVERHEAD_SIGNATURE",
+    "ort_fused",
+    "one_op_graph",
+]
+
+#: Device names that select the CuPy backend (the roofline GPU presets, or any GPU).
+GPU_DEVICES = ("gpu", "cuda", "t4", "a100", "h100")
+#: Signature under which the ORT call-overhead calibration is cached.
+OVERHEAD_SIGNATURE = '{"calibration":"onnxruntime call overhead"}'
+#: Bump when the measuring protocol changes (part of every fingerprint).
+PROTOCOL = 1
+
+
+# ============================================================================ timing
+@dataclass(frozen=True)
+class Measurement:
+    """One operator's timing.
+
+    Attributes:
+        median: median seconds over the repetitions.
+        spread: inter-quartile range, seconds.
+        reps: timed repetitions.
+        low: lower quartile, seconds: the figure priced with, as the slow repetitions are
+            mostly other work taking the cores (the machine is shared).
+    """
+
+    median: float
+    spread: float
+    reps: int
+    low: float
+
+
+class Timer(Protocol):
+    """Times one call of a function, in seconds."""
+
+    def __call__(self, fn: Callable[[], Any]) -> float: ...
+
+
+class PerfTimer:
+    """Wall-clock timer (``time.perf_counter``) for CPU work."""
+
+    def __call__(self, fn: Callable[[], Any]) -> float:
+        t = time.perf_counter()
+        fn()
+        return time.perf_counter() - t
+
+
+class CudaEventTimer:
+    """CUDA-event timer for CuPy work (``cupy.cuda.Event`` recorded on the current stream
+    around the call; ``end.synchronize()``; ``cupy.cuda.get_elapsed_time`` in ms)."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._start = cupy.cuda.Event()
+        self._end = cupy.cuda.Event()
+
+    def __call__(self, fn: Callable[[], Any]) -> float:
+        self._start.record()
+        fn()
+        self._end.record()
+        self._end.synchronize()
+        return self._cp.cuda.get_elapsed_time(self._start, self._end) / 1e3
+
+
+def time_callable(
+    fn: Callable[[], Any],
+    *,
+    timer: Timer | None = None,
+    warmup: int = 2,
+    min_reps: int = 7,
+    max_reps: int = 50,
+    target_seconds: float = 0.05,
+) -> Measurement:
+    """Median and spread of ``fn``'s run time.
+
+    Args:
+        fn: the work (no arguments).
+        timer: how one call is timed (default :class:`PerfTimer`).
+        warmup: untimed calls first.
+        min_reps: fewest timed calls.
+        max_reps: most timed calls.
+        target_seconds: timed calls stop after about this long once ``min_reps`` are done.
+
+    Raises:
+        ValueError: ``min_reps < 1`` or ``max_reps < min_reps``.
+    """
+    if min_reps < 1 or max_reps < min_reps:
+        raise ValueError(
+            f"time_callable: need 1 <= min_reps <= max_reps, got {min_reps}, {max_reps}"
+        )
+    timer = timer or PerfTimer()
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < max_reps and (len(times) < min_reps or spent < target_seconds):
+        t = timer(fn)
+        times.append(t)
+        spent += t
+    q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
+    return Measurement(statistics.median(times), q[2] - q[0], len(times), q[0])
+
+
+# ============================================================================ signature
+def _canon(v: Any) -> Any:
+    if isinstance(v, tuple | list):
+        return [_canon(x) for x in v]
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def _type_json(t: Any) -> Any:
+    if isinstance(t, TensorType):
+        return [list(t.shape), t.dtype]
+    return [_type_json(p) for p in t]
+
+
+def signature(ctx: ops.OpContext) -> str:
+    """The canonical JSON of one operator application: operator, parameters (sorted),
+    operand types with their constant flags, output type. Equal signatures are measured
+    once."""
+    oc = getattr(ctx, "operand_constant", ()) or (False,) * len(ctx.inputs)
+    doc = {
+        "op": ctx.op,
+        "params": {k: _canon(ctx.params[k]) for k in sorted(ctx.params)},
+        "inputs": [[_type_json(t), bool(c)] for t, c in zip(ctx.inputs, oc, strict=True)],
+        "output": _type_json(ctx.output),
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def fingerprint(info: Mapping[str, Any]) -> str:
+    """A short stable hash (16 hex digits) of a device description."""
+    text = json.dumps(dict(info), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _version(mod: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(mod)
+    except PackageNotFoundError:
+        return "absent"
+
+
+# ============================================================================ backends
+class Backend(Protocol):
+    """Runs one operator application on a device, timed."""
+
+    name: str
+
+    def info(self) -> dict[str, Any]:
+        """The device description the fingerprint hashes."""
+        ...
+
+    def measure(self, ctx: ops.OpContext) -> Measurement:
+        """Time ``ctx`` alone on the device.
+
+        Raises:
+            ValueError: the operator cannot run here (names it).
+        """
+        ...
+
+
+def _operand_flags(ctx: ops.OpContext) -> tuple[bool, ...]:
+    return tuple(getattr(ctx, "operand_constant", ())) or (False,) * len(ctx.inputs)
+
+
+def _positive(rng: np.random.Generator, t: TensorType) -> np.ndarray:
+    """Values for timing: floats in [0.5, 1.5] (valid for log, sqrt, division, batch-norm
+    variances; no denormals), integers in {0, 1}, booleans at random."""
+    if t.dtype == "bool":
+        return rng.integers(0, 2, t.shape).astype(bool)
+    if t.dtype.startswith("int") or t.dtype.startswith("uint"):
+        return rng.integers(0, 2, t.shape).astype(t.dtype)
+    a = rng.uniform(0.5, 1.5, t.shape)
+    if t.dtype == "bfloat16":
+        import ml_dtypes
+
+        return a.astype(ml_dtypes.bfloat16)
+    return a.astype(t.dtype)
+
+
+def one_op_graph(ctx: ops.OpContext) -> Graph:
+    """A graph holding only ``ctx``'s operator: one leaf per operand (a ``weight`` when the
+    operand is constant, else an ``input``), the operator, its output.
+
+    Raises:
+        ValueError: an operand that is a pair (no kernel reads one), or an opaque operator
+            without its payload (names it).
+    """
+    g = Graph()
+    ids = []
+    for k, (t, const) in enumerate(zip(ctx.inputs, _operand_flags(ctx), strict=True)):
+        if not isinstance(t, TensorType):
+            raise ValueError(f"profile: operator `{ctx.op}` reads a pair; cannot run it alone")
+        add = g.add_weight if const else g.add_input
+        ids.append(add(f"{'w' if const else 'x'}{k}", t.shape, t.dtype))
+    if ctx.op == "opaque":
+        key = str(ctx.params["type"]).rpartition("@")[0]
+        payload = ctx.graph.meta.get("opaque", {}).get(key) if ctx.graph is not None else None
+        if payload is None:
+            raise ValueError(
+                f"profile: opaque operator `{ctx.params['type']}` has no payload here "
+                "(price the graph that holds it first)"
+            )
+        g.meta["opaque"] = {key: payload}
+    try:
+        out = g.add_node(ctx.op, dict(ctx.params), ids, name="op")
+    except ValueError as e:
+        raise ValueError(f"profile: cannot build operator `{ctx.op}` alone: {e}") from None
+    g.outputs = [out]
+    return g
+
+
+class OrtBackend:
+    """onnxruntime CPU: a one-operator session per signature (see the module docstring).
+
+    Args:
+        threads: intra-op threads (0: onnxruntime's default, one per core).
+        warmup, min_reps, max_reps, target_seconds: see :func:`time_callable`.
+    """
+
+    name = "onnxruntime"
+
+    def __init__(
+        self,
+        threads: int = 0,
+        *,
+        warmup: int = 2,
+        min_reps: int = 7,
+        max_reps: int = 50,
+        target_seconds: float = 0.05,
+    ) -> None:
+        self.threads = threads
+        self.timing = {
+            "warmup": warmup,
+            "min_reps": min_reps,
+            "max_reps": max_reps,
+            "target_seconds": target_seconds,
+        }
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "cpu": _cpu_model(),
+            "cores": os.cpu_count(),
+            "threads": self.threads or os.cpu_count(),
+            "onnxruntime": _version("onnxruntime"),
+            "onnx": _version("onnx"),
+            "tensat_py": _version("tensat-py"),
+            "protocol": PROTOCOL,
+        }
+
+    def _session(self, model: Any) -> Any:
+        from tensat_py.runtime import ort_exec
+
+        return ort_exec.session(model, threads=self.threads, level="all", spinning=False)
+
+    def _bound_call(self, sess: Any, feeds: Mapping[str, np.ndarray]) -> Callable[[], Any]:
+        import onnxruntime as ort
+
+        binding = sess.io_binding()
+        keep = []
+        for name, arr in feeds.items():
+            v = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(arr))
+            keep.append(v)
+            binding.bind_ortvalue_input(name, v)
+        for o in sess.get_outputs():
+            binding.bind_output(o.name, "cpu")
+
+        def call() -> Any:
+            sess.run_with_iobinding(binding)
+            return keep
+
+        return call
+
+    def measure(self, ctx: ops.OpContext) -> Measurement:
+        from tensat_py.frontends.onnx import to_model
+
+        g = one_op_graph(ctx)
+        rng = np.random.default_rng(0)
+        weights = {g.nodes[i].name: _positive(rng, g.nodes[i].type) for i in g.weights()}
+        try:
+            model = to_model(g, weights=weights, check=False)
+            sess = self._session(model)
+        except Exception as e:
+            raise ValueError(
+                f"profile: operator `{ctx.op}` cannot run on onnxruntime: {type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}"
+            ) from None
+        wanted = {i.name for i in sess.get_inputs()}
+        feeds = {
+            g.nodes[i].name: _positive(rng, g.nodes[i].type)
+            for i in g.inputs()
+            if g.nodes[i].name in wanted
+        }
+        return time_callable(self._bound_call(sess, feeds), **self.timing)
+
+    def calibrate(self) -> tuple[float, float]:
+        """``(call overhead, per-node cost)`` in seconds: one-element ``Neg`` chains of
+        length 1 and 16, timed like an operator; the slope is what one more node costs
+        inside a model, the intercept what a session call adds."""
+        from onnx import TensorProto, helper
+
+        def chain(n: int) -> Any:
+            nodes = [
+                helper.make_node("Neg", [f"t{k}"], [f"t{k + 1}"], name=f"n{k}") for k in range(n)
+            ]
+            graph = helper.make_graph(
+                nodes,
+                "chain",
+                [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1])],
+                [helper.make_tensor_value_info(f"t{n}", TensorProto.FLOAT, [1])],
+            )
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+            m.ir_version = 8
+            return m
+
+        timing = dict(self.timing, min_reps=31, max_reps=200, target_seconds=0.1)
+        feeds = {"t0": np.ones(1, np.float32)}
+        t1 = time_callable(self._bound_call(self._session(chain(1)), feeds), **timing).low
+        t16 = time_callable(self._bound_call(self._session(chain(16)), feeds), **timing).low
+        per_node = max((t16 - t1) / 15, 0.0)
+        return max(t1 - per_node, 0.0), per_node
+
+
+class ArrayBackend:
+    """The operator's reference ``evaluate`` on arrays of an array module (NumPy or CuPy:
+    one implementation for both), timed by ``timer``.
+
+    Args:
+        xp: the array module (``numpy`` or ``cupy``).
+        timer: how one call is timed (:class:`PerfTimer`, :class:`CudaEventTimer`).
+        info: the device description for the fingerprint.
+        warmup, min_reps, max_reps, target_seconds: see :func:`time_callable`.
+    """
+
+    def __init__(
+        self,
+        xp: Any,
+        timer: Timer,
+        info: Mapping[str, Any],
+        *,
+        warmup: int = 2,
+        min_reps: int = 7,
+        max_reps: int = 50,
+        target_seconds: float = 0.05,
+    ) -> None:
+        self.xp = xp
+        self.timer = timer
+        self.name = str(info.get("backend", xp.__name__))
+        self._info = dict(info)
+        self.timing = {
+            "warmup": warmup,
+            "min_reps": min_reps,
+            "max_reps": max_reps,
+            "target_seconds": target_seconds,
+        }
+
+    def info(self) -> dict[str, Any]:
+        return dict(self._info)
+
+    def measure(self, ctx: ops.OpContext) -> Measurement:
+        d = opdef(ctx.op, "profile")
+        rng = np.random.default_rng(0)
+        args: list[Any] = []
+        for t in ctx.inputs:
+            if not isinstance(t, TensorType):
+                raise ValueError(f"profile: operator `{ctx.op}` reads a pair; cannot run it alone")
+            args.append(self.xp.asarray(_positive(rng, t)))
+        # The reference semantics may need the graph (opaque payloads): keep ctx as given.
+        run_ctx = ops.OpContext(
+            op=ctx.op,
+            params=ctx.params,
+            inputs=ctx.inputs,
+            output=ctx.output,
+            constant=ctx.constant,
+            graph=ctx.graph,
+            name=ctx.name,
+        )
+        try:
+            d.evaluate(run_ctx, args)
+        except Exception as e:
+            raise ValueError(
+                f"profile: operator `{ctx.op}` cannot run on {self.name}: {type(e).__name__}: {e}"
+            ) from None
+        return time_callable(lambda: d.evaluate(run_ctx, args), timer=self.timer, **self.timing)
+
+
+def numpy_backend(**timing: Any) -> ArrayBackend:
+    """:class:`ArrayBackend` on NumPy with a wall-clock timer."""
+    info = {
+        "backend": "numpy",
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "numpy": np.__version__,
+        "tensat_py": _version("tensat-py"),
+        "protocol": PROTOCOL,
+    }
+    return ArrayBackend(np, PerfTimer(), info, **timing)
+
+
+def cupy_backend(device_id: int = 0, **timing: Any) -> ArrayBackend:
+    """:class:`ArrayBackend` on CuPy (GPU ``device_id``) with CUDA-event timing; the
+    fingerprint holds the GPU's name, driver and runtime versions and CuPy's version.
+
+    Raises:
+        ValueError: CuPy is not installed or no CUDA GPU is visible.
+    """
+    try:
+        import cupy
+    except ImportError:
+        raise ValueError(
+            "profile: a GPU device needs CuPy (pip install cupy-cuda12x) and a CUDA GPU; "
+            "no CuPy here"
+        ) from None
+    try:
+        cupy.cuda.Device(device_id).use()
+        props = cupy.cuda.runtime.getDeviceProperties(device_id)
+        name = props["name"]
+        info = {
+            "backend": "cupy",
+            "gpu": name.decode() if isinstance(name, bytes) else str(name),
+            "driver": cupy.cuda.runtime.driverGetVersion(),
+            "runtime": cupy.cuda.runtime.runtimeGetVersion(),
+            "cupy": cupy.__version__,
+            "tensat_py": _version("tensat-py"),
+            "protocol": PROTOCOL,
+        }
+    except Exception as e:  # cupy.cuda.runtime.CUDARuntimeError and friends
+        raise ValueError(f"profile: no usable CUDA GPU for CuPy: {e}") from None
+    return ArrayBackend(cupy, CudaEventTimer(cupy), info, **timing)
+
+
+# ============================================================================ fusion
+#: Activations onnxruntime fuses into the convolution (or Gemm) before them.
+ORT_ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "leaky_relu", "clip", "hard_sigmoid"})
+#: Sums onnxruntime fuses into the convolution (NCHWc Conv+Sum) or MatMul (Gemm) before.
+ORT_SUMS = frozenset({"ewadd", "add"})
+
+
+def ort_fused(ctx: ops.OpContext) -> bool:
+    """Whether onnxruntime (CPU, ``ORT_ENABLE_ALL``) folds ``ctx`` into its producer:
+
+    * an activation whose operand a convolution without activation makes, or a sum over
+      one (``Conv -> Add -> Relu`` is one NCHWc kernel), or a 2-D sum over a MatMul
+      (``MatMul -> Add -> Relu`` becomes ``FusedGemm``);
+    * a sum of two equal-shape operands one of which a convolution without activation
+      makes (4-D output), or a MatMul (2-D output).
+
+    In an e-graph an operand's class may hold several producers; any that fuses counts.
+    """
+    prods = getattr(ctx, "producers", ())
+    if not prods or not isinstance(ctx.output, TensorType):
+        return False
+    nd = len(ctx.output.shape)
+    if ctx.op in ORT_ACTIVATIONS and len(prods) >= 1:
+        conv = {"conv2d", "ewadd<conv2d", "add<conv2d"}
+        gemm = {"ewadd<matmul", "add<matmul"}
+        return bool(prods[0] & conv) or (nd == 2 and bool(prods[0] & gemm))
+    if ctx.op in ORT_SUMS and len(ctx.inputs) == 2:
+        a, b = ctx.inputs
+        if not (isinstance(a, TensorType) and isinstance(b, TensorType)) or a.shape != b.shape:
+            return False
+        for p in prods:
+            if (nd == 4 and "conv2d" in p) or (nd == 2 and "matmul" in p):
+                return True
+    return False
+
+
+# ============================================================================ the model
+#: ``progress(done, total, op)`` after each new measurement.
+Progress = Callable[[int, int, str], None]
+
+
+class ProfileCostModel(OpCostModel):
+    """Measured seconds per operator, cached (see the module docstring).
+
+    Args:
+        device: ``"cpu"`` (the default backend is onnxruntime) or a GPU (``"gpu"``,
+            ``"cuda"``, or a roofline GPU preset name: CuPy on GPU 0).
+        backend: ``"onnxruntime"`` or ``"numpy"`` on CPU, ``"cupy"`` on GPU, or a
+            :class:`Backend` object; default by device.
+        db: the cache (a :class:`ProfileDatabase` or a path); default the user's cache.
+        progress: called after each new measurement.
+        threads: onnxruntime intra-op threads (0: its default).
+        fusion: price what onnxruntime fuses into its producer at the per-node cost
+            (:func:`ort_fused`; onnxruntime backend only).
+
+    Raises:
+        ValueError: an unknown device or backend; a GPU device without CuPy or a GPU
+            (``"no GPU/CuPy"`` in the message).
+    """
+
+    name = "profile"
+    needs_producers = True
+
+    def __init__(
+        self,
+        device: str = "cpu",
+        *,
+        backend: str | Backend | None = None,
+        db: ProfileDatabase | str | os.PathLike[str] | None = None,
+        progress: Progress | None = None,
+        threads: int = 0,
+        fusion: bool = True,
+    ) -> None:
+        dev = device.lower()
+        if dev not in ("cpu", *GPU_DEVICES):
+            raise ValueError(
+                f"profile: unknown device '{device}'; known: cpu, {', '.join(GPU_DEVICES)}"
+            )
+        if backend is None:
+            backend = "onnxruntime" if dev == "cpu" else "cupy"
+        if isinstance(backend, str):
+            b = backend.lower()
+            if dev == "cpu" and b in ("onnxruntime", "ort"):
+                backend = OrtBackend(threads)
+            elif dev == "cpu" and b == "numpy":
+                backend = numpy_backend()
+            elif dev != "cpu" and b == "cupy":
+                backend = cupy_backend()
+            else:
+                raise ValueError(
+                    f"profile: backend '{backend}' does not run on device '{device}' "
+                    "(cpu: onnxruntime, numpy; gpu: cupy)"
+                )
+        self.backend: Backend = backend
+        self.device = dev
+        self.db = db if isinstance(db, ProfileDatabase) else ProfileDatabase(db)
+        self.info = self.backend.info()
+        self.fingerprint = fingerprint(self.info)
+        self.db.register_device(self.fingerprint, self.info)
+        self.progress = progress
+        self.fusion = fusion and isinstance(self.backend, OrtBackend)
+        self._memo: dict[str, float] = {}
+        self._overhead: tuple[float, float] | None = None
+        self.measured = 0  # new measurements made by this object
+
+    def __repr__(self) -> str:
+        return (
+            f"ProfileCostModel(device={self.device!r}, backend={self.backend.name!r}, "
+            f"fingerprint={self.fingerprint!r})"
+        )
+
+    # ---------------------------------------------------------------- calibration
+    def overhead(self) -> tuple[float, float]:
+        """``(call overhead, per-node floor)`` in seconds subtracted from / bounding each
+        raw figure: calibrated once per device for onnxruntime (cached), ``(0, 0)`` for
+        array backends."""
+        if self._overhead is not None:
+            return self._overhead
+        if not isinstance(self.backend, OrtBackend):
+            self._overhead = (0.0, 0.0)
+            return self._overhead
+        got = self.db.get(self.fingerprint, [OVERHEAD_SIGNATURE]).get(OVERHEAD_SIGNATURE)
+        if got is None:
+            call, per_node = self.backend.calibrate()
+            self.db.put(
+                self.fingerprint,
+                [Record(OVERHEAD_SIGNATURE, "__overhead__", call, per_node, 0, call)],
+            )
+            got = self.db.get(self.fingerprint, [OVERHEAD_SIGNATURE])[OVERHEAD_SIGNATURE]
+        self._overhead = (got.median, got.spread)  # spread holds the per-node cost here
+        return self._overhead
+
+    def _figure(self, raw: float) -> float:
+        call, per_node = self.overhead()
+        return max(raw - call, per_node)
+
+    # ---------------------------------------------------------------- pricing
+    def _priced(self, ctx: ops.OpContext) -> bool:
+        d = opdef(ctx.op, "profile")
+        return not (ctx.constant or not d.launches_kernel)
+
+    def costs(self, ctxs: Sequence[ops.OpContext]) -> list[float]:
+        """Seconds for each of ``ctxs``: cached figures, and new measurements (each stored
+        at once) for signatures not yet in the cache; 0 for constant nodes and operators
+        that launch no kernel.
+
+        Raises:
+            ValueError: an operator that cannot run on the backend (names it).
+        """
+        sigs: list[str | None] = [signature(c) if self._priced(c) else None for c in ctxs]
+        wanted = {s for s in sigs if s is not None and s not in self._memo}
+        if wanted:
+            for s, r in self.db.get(self.fingerprint, wanted).items():
+                self._memo[s] = self._figure(r.low)
+            missing: dict[str, ops.OpContext] = {}
+            for s, c in zip(sigs, ctxs, strict=True):
+                if s is not None and s not in self._memo and s not in missing:
+                    missing[s] = c
+            if missing:
+                self.overhead()
+            for k, (s, c) in enumerate(missing.items()):
+                m = self.backend.measure(c)
+                self.db.put(self.fingerprint, [Record(s, c.op, m.median, m.spread, m.reps, m.low)])
+                # Another process may have stored the signature first: its figure wins.
+                r = self.db.get(self.fingerprint, [s])[s]
+                self._memo[s] = self._figure(r.low)
+                self.measured += 1
+                if self.progress is not None:
+                    self.progress(k + 1, len(missing), c.op)
+        out = [0.0 if s is None else self._memo[s] for s in sigs]
+        if self.fusion:
+            floor = self.overhead()[1]
+            out = [floor if x > 0 and ort_fused(c) else x for x, c in zip(out, ctxs, strict=True)]
+        return out
+
+    def cost(self, ctx: ops.OpContext) -> float:
+        """Measured seconds for one operator application (see :meth:`costs`)."""
+        return self.costs([ctx])[0]
+
+    def missing(self, ctxs: Sequence[ops.OpContext]) -> list[ops.OpContext]:
+        """The distinct priced contexts among ``ctxs`` not yet in the cache."""
+        sigs = {signature(c): c for c in ctxs if self._priced(c)}
+        have = self.db.get(self.fingerprint, sigs)
+        return [c for s, c in sigs.items() if s not in have]

@@ -1,0 +1,165 @@
+"""Argument validation shared by :func:`tensat_py.optimize` and the ``tensat`` command.
+
+Every option of an optimisation is checked here, once, before any work starts: limits are
+non-negative integers (or a positive, finite number of seconds), names are one of the known
+values, and an unknown name gets a "did you mean" suggestion (``difflib``). The command line
+calls the same functions, so ``tensat optimize bert --k-multi -1`` and
+``optimize(graph, k_multi=-1)`` fail with the same one-line message.
+
+>>> check_count("k_multi", -1)
+Traceback (most recent call last):
+...
+ValueError: k_multi: must be a non-negative integer, got -1
+>>> suggest("greedy_dag", EXTRACTORS)
+" (did you mean 'greedy-dag'?)"
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, get_args
+
+__all__ = [
+    "CycleFilter",
+    "Extractor",
+    "Solver",
+    "OrderVars",
+    "Device",
+    "CostModelName",
+    "EXTRACTORS",
+    "SOLVERS",
+    "CYCLE_FILTERS",
+    "ORDER_VARS",
+    "DEVICES",
+    "COST_MODELS",
+    "suggest",
+    "check_choice",
+    "check_count",
+    "check_seconds",
+    "check_zoo_name",
+    "validate_optimize_options",
+]
+
+Extractor = Literal["ilp", "greedy", "greedy-dag", "beam"]
+"""Extraction algorithm (``docs/extraction.md``)."""
+Solver = Literal["cbc", "highs"]
+"""ILP solver."""
+CycleFilter = Literal["efficient", "vanilla", "none"]
+"""Cycle filtering during exploration (``docs/exploration.md``)."""
+OrderVars = Literal["real", "int"]
+"""The ILP's topological-order variables when ``cycle_filter="none"``."""
+Device = Literal["t4", "a100", "h100", "cpu"]
+"""Roofline cost-model device preset."""
+CostModelName = Literal["roofline", "profile", "learned", "rlo"]
+"""Cost models known by name (:func:`tensat_py.cost.get_cost_model`)."""
+
+EXTRACTORS: tuple[str, ...] = get_args(Extractor)
+SOLVERS: tuple[str, ...] = get_args(Solver)
+CYCLE_FILTERS: tuple[str, ...] = get_args(CycleFilter)
+ORDER_VARS: tuple[str, ...] = get_args(OrderVars)
+DEVICES: tuple[str, ...] = get_args(Device)
+COST_MODELS: tuple[str, ...] = get_args(CostModelName)
+
+#: Largest count accepted for a limit (the Rust core takes 64-bit sizes).
+MAX_COUNT = 2**63 - 1
+
+
+def suggest(value: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``known`` to ``value``, else ``""``."""
+    close = difflib.get_close_matches(str(value).lower(), [str(k) for k in known], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_choice(option: str, value: Any, known: Sequence[str]) -> str:
+    """``value`` when it is one of ``known``.
+
+    Raises:
+        ValueError: ``"option: unknown value 'x' (did you mean 'y'?); known: a, b"``.
+    """
+    if isinstance(value, str) and value in known:
+        return value
+    raise ValueError(
+        f"{option}: unknown value {value!r}{suggest(str(value), known)}; known: {', '.join(known)}"
+    )
+
+
+def check_count(option: str, value: Any) -> int:
+    """``value`` when it is a non-negative integer (booleans are not counts).
+
+    Raises:
+        ValueError: ``"k_multi: must be a non-negative integer, got -1"``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise ValueError(f"{option}: must be a non-negative integer, got {value!r}")
+    return value
+
+
+def check_seconds(option: str, value: Any) -> float:
+    """``value`` as float when it is a positive, finite number of seconds.
+
+    Raises:
+        ValueError: ``"time_limit: must be a positive, finite number of seconds, got 0"``.
+    """
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{option}: must be a positive, finite number of seconds, got {value!r}")
+    return float(value)
+
+
+def check_zoo_name(name: str) -> str:
+    """``name`` when it is a model of the zoo (:mod:`tensat_py.models`).
+
+    Raises:
+        ValueError: an unknown name, with a suggestion and the list of zoo models.
+    """
+    from tensat_py import models
+
+    if name in models.ZOO:
+        return name
+    known = sorted(models.ZOO)
+    raise ValueError(f"unknown zoo model {name!r}{suggest(name, known)}; known: {', '.join(known)}")
+
+
+def validate_optimize_options(
+    *,
+    k_multi: Any,
+    node_limit: Any,
+    iter_limit: Any,
+    time_limit: Any,
+    cycle_filter: Any,
+    extractor: Any,
+    solver: Any,
+    order_vars: Any,
+    device: Any,
+    cost_model: Any,
+) -> None:
+    """Checks every option of :func:`tensat_py.optimize` (see there for their meaning).
+
+    ``cost_model`` may be ``None`` (the front end's default), a name, or an object with
+    ``graph_cost`` and ``costs_for_export`` methods.
+
+    Raises:
+        ValueError: the first bad option, in one line naming it.
+    """
+    check_count("k_multi", k_multi)
+    check_count("node_limit", node_limit)
+    check_count("iter_limit", iter_limit)
+    check_seconds("time_limit", time_limit)
+    check_choice("cycle_filter", cycle_filter, CYCLE_FILTERS)
+    check_choice("extractor", extractor, EXTRACTORS)
+    check_choice("solver", solver, SOLVERS)
+    check_choice("order_vars", order_vars, ORDER_VARS)
+    check_choice("device", device, DEVICES)
+    if cost_model is None or not isinstance(cost_model, str):
+        if cost_model is not None and not all(
+            callable(getattr(cost_model, m, None)) for m in ("graph_cost", "costs_for_export")
+        ):
+            raise ValueError(
+                f"cost_model: {type(cost_model).__name__} is neither a name "
+                f"({', '.join(COST_MODELS)}) nor an object with graph_cost and "
+                "costs_for_export methods"
+            )
+        return
+    check_choice("cost_model", cost_model.lower(), COST_MODELS)

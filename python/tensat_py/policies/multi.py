@@ -1,0 +1,409 @@
+"""Learned choice of multi-pattern matches past ``k_multi`` (Tensat section 7).
+
+Tensat runs multi-pattern rules only in the first ``k_multi`` iterations: at
+``k_multi=2`` the e-graph of BERT grows from 2,481 to 47,110 e-nodes and its ILP from
+0.5 s to 13 s for a 6-point gain, and NasRNN, NasNet-A and Inception-v3 stop at the node
+or time limit. :class:`LearnedMultiPolicy` searches the multi-pattern rules in the
+iterations ``k_multi .. k_multi + extra - 1`` too, but admits only the matches a
+gradient-boosted classifier (LightGBM) scores above a threshold, at most ``max_admit`` of
+them per iteration; every single-pattern match is applied as usual.
+
+**Features** of a match (:func:`match_features`, independent of the rule's index and of
+the program, as PolyGym and CompilerGym ask of actions, so that they carry over to a model
+left out of training): how many of its matched e-classes and of its variables' e-classes
+the current best program uses (greedy DAG extraction under the cost model), the log2
+element counts of the matched tensors, how many matched e-classes are weight-only, whether
+the two matched tensors have one shape, the log of the rule's match count and of the
+e-graph size, the share of weight-only variables (a concat of weights is free at
+inference), the e-nodes in the matched e-classes, the cost of their best e-nodes, whether
+an earlier merge (a split) is among them, the operator of their best e-nodes, and how many
+e-nodes the match would add (0: its targets exist already; -1: they do not type-check).
+
+**Labels** (:func:`label_matches`): a match is useful when a program extracted at the end
+of the exploration that admitted every match (Tensat at ``k_multi + extra``) uses an
+e-class its target created: the target pattern is instantiated on the final e-graph (the
+substitution's e-classes followed through later merges) and its inner e-classes that did
+not exist when the match was found are looked up in the extracted program.
+
+Training data come from the zoo (``bench/guidance.py`` records them and evaluates
+leave-one-model-out); the shipped model ``multi_policy.txt`` is trained on all eight
+(``python bench/guidance.py --train-only``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FEATURES",
+    "MODEL_FEATURES",
+    "predict",
+    "LearnedMultiPolicy",
+    "MODEL_PATH",
+    "RecordingPolicy",
+    "label_matches",
+    "match_features",
+    "train",
+]
+
+#: The shipped classifier (LightGBM text model), trained on the eight zoo models.
+MODEL_PATH = Path(__file__).with_name("multi_policy.txt")
+
+#: Operators named in the ``best_op`` features (others are -1).
+_OPS = ("matmul", "conv2d", "ewadd", "ewmul", "relu", "concat", "split_0", "split_1")
+
+#: Feature names, in column order.
+FEATURES = (
+    "matched_in_best",
+    "vars_in_best_frac",
+    "log2_numel_0",
+    "log2_numel_1",
+    "constant_matched",
+    "same_shape",
+    "log_rule_matches",
+    "log_enodes",
+    "const_vars_frac",
+    "log_class_nodes",
+    "log10_best_cost",
+    "split_in_matched",
+    "best_op_0",
+    "best_op_1",
+    "new_nodes",
+)
+
+#: The columns the classifier reads: those that do not identify the program (the e-graph's
+#: size, element counts, costs and match counts do, and leave-one-model-out showed the
+#: classifier keying on them).
+MODEL_FEATURES = (
+    "matched_in_best",
+    "vars_in_best_frac",
+    "constant_matched",
+    "same_shape",
+    "const_vars_frac",
+    "log_class_nodes",
+    "split_in_matched",
+    "best_op_0",
+    "best_op_1",
+    "new_nodes",
+)
+_COLS = [FEATURES.index(f) for f in MODEL_FEATURES]
+
+
+def _numel(cls: Mapping[str, Any]) -> float:
+    if cls.get("kind") == "tensor":
+        return float(np.prod(cls.get("shape") or [1]))
+    if cls.get("kind") == "pair":
+        a, b = cls["shapes"]
+        return float(np.prod(a or [1]) + np.prod(b or [1]))
+    return 1.0
+
+
+def match_features(
+    view: Mapping[str, Any], costs: Sequence[float], multi_rules: set[int]
+) -> tuple[np.ndarray, list[int]]:
+    """Features (rows in :data:`FEATURES` order) of the multi-pattern matches of ``view``
+    (a policy view with its ``export``) and the indices of those matches in the view.
+    ``costs`` prices the export's e-nodes (seconds). Vectorised over the matches."""
+    from tensat_py.policies import best_choice
+
+    export = view["export"]
+    rules = np.asarray(view["rules"], dtype=np.int64)
+    mask = np.isin(rules, np.fromiter(multi_rules, dtype=np.int64, count=len(multi_rules)))
+    idx = np.flatnonzero(mask).tolist()
+    if not idx:
+        return np.zeros((0, len(FEATURES))), []
+    ids = np.asarray(export["class_id"], dtype=np.int64)
+    dense = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+    dense[ids] = np.arange(len(ids))
+    _, used_set, choice_l = best_choice(export, list(costs))
+    nc = len(ids)
+    used = np.zeros(nc + 1, dtype=bool)  # index nc: "no class"
+    used[list(used_set)] = True
+    choice = np.asarray(choice_l + [-1], dtype=np.int64)
+    classes = export["classes"]
+    numel = np.log2(np.maximum([_numel(c) for c in classes] + [1.0], 1.0))
+    const = np.asarray([bool(c.get("constant")) for c in classes] + [False])
+    shape_key = np.asarray([hash(tuple(c.get("shape") or ())) for c in classes] + [0])
+    ops = export["node_op"]
+    node_ec = np.asarray(export["node_eclass"], dtype=np.int64)
+    size = np.bincount(node_ec, minlength=nc + 1).astype(np.float64)
+    is_split = np.asarray([op.startswith("split_") for op in ops])
+    split = np.zeros(nc + 1, dtype=bool)
+    split[node_ec[is_split]] = True
+    node_cost = np.asarray(list(costs) + [0.0], dtype=np.float64)
+    best_cost = node_cost[choice]  # choice -1 -> the appended 0
+    op_code = np.asarray([float(_OPS.index(o)) if o in _OPS else -1.0 for o in ops] + [-1.0])
+    best_op = op_code[choice]
+
+    def to_dense(cs: np.ndarray) -> np.ndarray:
+        ok = (cs >= 0) & (cs < len(dense))
+        out = np.full(cs.shape, nc, dtype=np.int64)
+        out[ok] = np.where(dense[cs[ok]] >= 0, dense[cs[ok]], nc)
+        return out
+
+    width = max(len(view["classes"][i]) for i in idx)
+    mc = np.full((len(idx), max(width, 2)), -1, dtype=np.int64)
+    vwidth = max(len(view["substs"][i]) for i in idx)
+    vc = np.full((len(idx), max(vwidth, 1)), -1, dtype=np.int64)
+    for row, i in enumerate(idx):
+        cl = view["classes"][i]
+        mc[row, : len(cl)] = cl
+        sb = view["substs"][i]
+        vc[row, : len(sb)] = [c for _, c in sb]
+    mcd, vcd = to_dense(mc), to_dense(vc)
+    nvars = np.maximum((vc >= 0).sum(axis=1), 1)
+    per_rule = np.bincount(rules[idx])[rules[idx]]
+    bc = best_cost[mcd].sum(axis=1)
+    x = np.column_stack(
+        [
+            used[mcd].sum(axis=1),
+            used[vcd].sum(axis=1) / nvars,
+            numel[mcd[:, 0]],
+            numel[mcd[:, 1]],
+            const[mcd].sum(axis=1),
+            (shape_key[mcd[:, 0]] == shape_key[mcd[:, 1]]) & (mcd[:, 1] < nc),
+            np.log1p(per_rule),
+            np.full(len(idx), math.log1p(view["enodes"])),
+            const[vcd].sum(axis=1) / nvars,
+            np.log1p(size[mcd].sum(axis=1)),
+            np.log10(bc + 1e-9),
+            split[mcd].any(axis=1),
+            best_op[mcd[:, 0]],
+            best_op[mcd[:, 1]],
+            np.asarray(view.get("new_nodes", [0] * len(rules)), dtype=np.float64)[idx],
+        ]
+    ).astype(np.float64)
+    return x, idx
+
+
+class RecordingPolicy:
+    """Tensat's schedule at ``k_multi`` (applies everything), recording the multi-pattern
+    matches found in iterations ``record_from ..`` with their features and substitutions,
+    for :func:`label_matches`."""
+
+    def __init__(self, ruleset: Any, cost_model: Any, record_from: int = 1) -> None:
+        self.multi_rules = _multi_rules(ruleset)
+        self.cost_model = cost_model
+        self.record_from = record_from
+        self.rows: list[np.ndarray] = []
+        self.matches: list[tuple[int, list[tuple[str, int]], list[int]]] = []
+        self.known: list[dict[tuple[str, tuple[int, ...]], int]] = []
+
+    def selects(self, iteration: int) -> bool:
+        return iteration >= self.record_from
+
+    def wants_export(self, iteration: int) -> bool:
+        return iteration >= self.record_from
+
+    def select(self, view: Mapping[str, Any]) -> None:
+        export = view["export"]
+        costs = self.cost_model.costs_for_export(export)
+        x, idx = match_features(view, costs, self.multi_rules)
+        self.rows.append(x)
+        table = _node_table(export)
+        for i in idx:
+            self.matches.append((view["rules"][i], list(view["substs"][i]), view["classes"][i]))
+            self.known.append(table)
+        return None
+
+
+def _multi_rules(ruleset: Any) -> set[int]:
+    return {i for i, (_, srcs, _, _) in enumerate(ruleset.describe()) if len(srcs) > 1}
+
+
+def _node_table(export: Mapping[str, Any]) -> dict[tuple[str, tuple[int, ...]], int]:
+    """(op text, child e-class ids) -> e-class id, over the export's e-nodes."""
+    ids = export["class_id"]
+    return {
+        (op, tuple(ids[c] for c in ch)): ids[cl]
+        for op, ch, cl in zip(
+            export["node_op"], export["node_children"], export["node_eclass"], strict=True
+        )
+    }
+
+
+def _parse_pattern(text: str) -> Any:
+    toks = re.findall(r"\(|\)|[^\s()]+", text)
+    pos = 0
+
+    def rd() -> Any:
+        nonlocal pos
+        t = toks[pos]
+        pos += 1
+        if t != "(":
+            return t
+        items = []
+        while toks[pos] != ")":
+            items.append(rd())
+        pos += 1
+        return items
+
+    return rd()
+
+
+def _inner_classes(
+    pattern: Any,
+    subst: Mapping[str, int],
+    table: Mapping[tuple[str, tuple[int, ...]], int],
+    out: list[int],
+    depth: int = 0,
+) -> int | None:
+    """The e-class of ``pattern`` under ``subst`` in the e-graph of ``table`` (None when
+    some node is absent); appends the e-classes of inner operator nodes to ``out``."""
+    if isinstance(pattern, str):
+        if pattern.startswith("?"):
+            return subst.get(pattern)
+        return table.get((pattern, ()))
+    kids = [_inner_classes(p, subst, table, out, depth + 1) for p in pattern[1:]]
+    if any(k is None for k in kids):
+        return None
+    cls = table.get((pattern[0], tuple(kids)))  # type: ignore[arg-type]
+    if cls is not None and depth > 0 and pattern[1:]:
+        out.append(cls)
+    return cls
+
+
+def label_matches(
+    recorder: RecordingPolicy, ruleset: Any, egraph: Any, export: Mapping[str, Any], used: set[int]
+) -> np.ndarray:
+    """1 for each recorded match whose target's new inner e-classes the final program
+    (dense e-classes ``used`` of ``export``) uses, else 0."""
+    targets = [[_parse_pattern(t) for t in tgts] for _, _, tgts, _ in ruleset.describe()]
+    final = _node_table(export)
+    used_ids = {export["class_id"][c] for c in used}
+    labels = []
+    for (rule, subst, _), known in zip(recorder.matches, recorder.known, strict=True):
+        canon = dict(zip([v for v, _ in subst], egraph.find([c for _, c in subst]), strict=True))
+        before = {v: c for v, c in subst}
+        hit = 0
+        for t in targets[rule]:
+            inner: list[int] = []
+            _inner_classes(t, canon, final, inner)
+            old: list[int] = []
+            _inner_classes(t, before, known, old)
+            old_canon = set(egraph.find(old)) if old else set()
+            if any(c in used_ids and c not in old_canon for c in inner):
+                hit = 1
+        labels.append(hit)
+    return np.asarray(labels, dtype=np.int64)
+
+
+def train(x: np.ndarray, y: np.ndarray, seed: int = 0) -> Any:
+    """A LightGBM classifier on match features ``x`` (all :data:`FEATURES`; it reads
+    :data:`MODEL_FEATURES`) and labels ``y`` (a Booster)."""
+    import lightgbm as lgb
+
+    params = {
+        "objective": "binary",
+        "learning_rate": 0.1,
+        "num_leaves": 4,
+        "min_data_in_leaf": 20,
+        "feature_fraction": 1.0,
+        "scale_pos_weight": 10.0,
+        "verbose": -1,
+        "seed": seed,
+        "deterministic": True,
+        "num_threads": 1,
+    }
+    ds = lgb.Dataset(x[:, _COLS], label=y, feature_name=list(MODEL_FEATURES))
+    return lgb.train(params, ds, num_boost_round=40)
+
+
+def predict(booster: Any, x: np.ndarray) -> np.ndarray:
+    """Probabilities that matches with features ``x`` (all :data:`FEATURES`) are useful."""
+    return np.asarray(booster.predict(x[:, _COLS]))
+
+
+class LearnedMultiPolicy:
+    """Applies every single-pattern match; in iterations ``k_multi .. k_multi + extra - 1``
+    searches the multi-pattern rules and admits the matches whose predicted probability of
+    being useful is at least ``threshold``, the ``max_admit`` most likely per iteration.
+
+    Args:
+        booster: a LightGBM Booster over :data:`FEATURES`.
+        ruleset: the rule set explored (its multi-pattern rules are the candidates).
+        cost_model: prices the e-graph for the best-program features.
+        extra: iterations past ``k_multi`` in which matches may be admitted (default 1).
+        threshold: least predicted probability admitted (default 0.3).
+        max_admit: most matches admitted per iteration (default 32).
+    """
+
+    name = "learned"
+
+    def __init__(
+        self,
+        booster: Any,
+        ruleset: Any = None,
+        cost_model: Any = None,
+        extra: int = 1,
+        threshold: float = 0.3,
+        max_admit: int = 32,
+    ) -> None:
+        self.booster = booster
+        self.ruleset = ruleset
+        self.cost_model = cost_model
+        self.extra = extra
+        self.threshold = threshold
+        self.max_admit = max_admit
+        self.k_multi = 1
+        self.admitted = 0
+        self.offered = 0
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **options: Any) -> LearnedMultiPolicy:
+        """The policy with the classifier stored at ``path`` (default: the shipped one).
+
+        Raises:
+            ImportError: LightGBM (the ``learn`` extra) is not installed.
+            FileNotFoundError: no model file at ``path``.
+        """
+        import lightgbm as lgb
+
+        p = Path(path) if path is not None else MODEL_PATH
+        if not p.is_file():
+            raise FileNotFoundError(
+                f"no learned multi-pattern policy at {p}; train one with "
+                "`python bench/guidance.py --train-only`"
+            )
+        return cls(lgb.Booster(model_file=str(p)), **options)
+
+    def bind(self, ruleset: Any, cost_model: Any, k_multi: int) -> LearnedMultiPolicy:
+        """Sets the rule set, cost model and ``k_multi`` of the run; returns self."""
+        self.ruleset, self.cost_model, self.k_multi = ruleset, cost_model, k_multi
+        self.admitted = self.offered = 0
+        return self
+
+    def _window(self, iteration: int) -> bool:
+        return self.k_multi <= iteration < self.k_multi + self.extra
+
+    def search_multi(self, iteration: int, k_multi: int) -> bool:
+        self.k_multi = k_multi
+        return iteration < k_multi or self._window(iteration)
+
+    def selects(self, iteration: int) -> bool:
+        return self._window(iteration)
+
+    def wants_export(self, iteration: int) -> bool:
+        return self._window(iteration)
+
+    def select(self, view: Mapping[str, Any]) -> list[bool]:
+        keep = [True] * len(view["rules"])
+        multi = _multi_rules(self.ruleset)
+        costs = self.cost_model.costs_for_export(view["export"])
+        x, idx = match_features(view, costs, multi)
+        for i in idx:
+            keep[i] = False
+        if len(idx):
+            p = predict(self.booster, x)
+            order = [j for j in np.argsort(-p, kind="stable") if p[j] >= self.threshold]
+            for j in order[: self.max_admit]:
+                keep[idx[j]] = True
+            self.admitted += min(len(order), self.max_admit)
+            self.offered += len(idx)
+        return keep

@@ -1,0 +1,191 @@
+"""``tensat rules check`` for rules over the knossos dialect.
+
+A rule that mentions a knossos operator (or, in a Knossos rule file, scalar arithmetic) is
+instantiated with Knossos terms: each term variable is drawn from typed variables and
+small terms (``(var v0 Float)``, ``(var v1 Vec<Float>)``, a lambda over Integer, ...),
+each symbol variable from variable names or types. An instance counts when the Rust core
+applies the rule to it (its conditions, free variables included, are the core's), both
+sides type-check and the evaluator runs them; both sides are then evaluated
+(:mod:`tensat_py.frontends.knossos.evaluate`) on the same random values of the free
+variables and compared.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+import numpy as np
+
+from tensat_py import _core
+
+__all__ = ["is_knossos_rule", "check_ks_rule"]
+
+_KS_OPS = {
+    "var", "let", "lam", "build", "sumbuild", "index", "size", "sum", "tuple", "get",
+    "if", "assert", "call",
+}  # fmt: skip
+
+# Term candidates: (text, {free variable: type}).
+_TERMS = [
+    ("(var v0 Float)", {"v0": "Float"}),
+    ("(var v1 Float)", {"v1": "Float"}),
+    ("(mul (var v0 Float) (var v2 Float))", {"v0": "Float", "v2": "Float"}),
+    ("(var n0 Integer)", {"n0": "Integer"}),
+    ("(var x Float)", {"x": "Float"}),
+    ("(var x Integer)", {"x": "Integer"}),
+    ("(add (var y Float) (var v0 Float))", {"y": "Float", "v0": "Float"}),
+    ("(var p0 Bool)", {"p0": "Bool"}),
+    ("(var u0 Vec<Float>)", {"u0": "Vec<Float>"}),
+    ("(scalar 0.0 float64)", {}),
+    ("(scalar 1.0 float64)", {}),
+    ("(scalar 2.0 int64)", {}),
+    ("(lam i Integer (mul (cast (var i Integer) float64) (var v0 Float)))", {"v0": "Float"}),
+    ("(lam x Integer (cast (var x Integer) float64))", {}),
+    ("(tuple (var v0 Float) (var v1 Float))", {"v0": "Float", "v1": "Float"}),
+]
+_NAMES = ["x", "y", "i"]
+_TYPES = ["Float", "Integer"]
+
+
+def _ops(term: Any) -> set[str]:
+    if isinstance(term, tuple):
+        out = {term[0]}
+        for t in term[1:]:
+            out |= _ops(t)
+        return out
+    return set()
+
+
+def is_knossos_rule(sources: list[Any], targets: list[Any]) -> bool:
+    """Whether a rule's patterns mention a knossos operator."""
+    return any(_ops(t) & _KS_OPS for t in [*sources, *targets]) or any(
+        "float64" in str(t) for t in [*sources, *targets]
+    )
+
+
+def _subst(term: Any, assign: dict[str, str]) -> str:
+    if isinstance(term, tuple):
+        return "(" + " ".join(_subst(t, assign) for t in term) + ")"
+    return assign.get(term, term)
+
+
+def _flat(text: str) -> list[tuple[str, list[int]]]:
+    from tensat_py.frontends.knossos.lower import _sexp, _tokens
+
+    tree, _ = _sexp(_tokens(text), 0)
+    nodes: list[tuple[str, list[int]]] = []
+
+    def go(t: Any) -> int:
+        if isinstance(t, str):
+            nodes.append((t, []))
+        else:
+            ch = [go(c) for c in t[1:]]
+            nodes.append((t[0], ch))
+        return len(nodes) - 1
+
+    go(tree)
+    return nodes
+
+
+def check_ks_rule(
+    ruleset: _core.RuleSet, index: int, described: tuple, sources: list, targets: list, res: Any,
+    *, samples: int, attempts: int, seed: int,
+) -> Any:  # fmt: skip
+    """Fill ``res`` (a ``RuleResult``) for a knossos rule; see the module docstring."""
+    from tensat_py.frontends.knossos import evaluate as ev
+    from tensat_py.frontends.knossos.lower import parse_type_text, raise_term
+    from tensat_py.frontends.knossos.syntax import Def, Program
+
+    name = described[0]
+    conds = ruleset.conditions(index)
+    text = f"{name}: {' , '.join(described[1])} => {' , '.join(described[2])}"
+    if conds:
+        text += " if " + " and ".join(conds)
+    one = _core.RuleSet.parse(text, "<check>")
+    variables = sorted({v for t in sources for v in _vars(t)})
+    sym_vars = {v for t in sources for v in _sym_vars(t)}
+    rnd = random.Random(seed)
+    done = tried = 0
+    choices = []
+    for v in variables:
+        if v in sym_vars:
+            choices.append(_NAMES + _TYPES)
+        else:
+            choices.append([t for t, _ in _TERMS] + ["1", "2"])
+    total = 1
+    for c in choices:
+        total *= len(c)
+    if total <= attempts:
+        combos = list(itertools.product(*choices))
+        rnd.shuffle(combos)
+    else:  # a random sample of the combinations
+        combos = [tuple(rnd.choice(c) for c in choices) for _ in range(attempts)]
+    rng = np.random.default_rng(seed)
+    for combo in combos[:attempts]:
+        tried += 1
+        assign = dict(zip(variables, combo, strict=True))
+        src = _subst(sources[0], assign)
+        tgt = _subst(targets[0], assign)
+        try:
+            eg = _core.EGraph(_flat(src))
+            eg.saturate(one, iter_limit=1, cycle_filter="none")
+            if not eg.equivalent(_flat(src), _flat(tgt)):
+                continue  # a condition refused it, or the target does not type-check
+            a, b = raise_term(src), raise_term(tgt)
+        except ValueError:
+            continue
+        free = {}
+        for t, fv in _TERMS:
+            if t in combo:
+                free.update(fv)
+        params = tuple((n, parse_type_text(ty)) for n, ty in sorted(free.items()))
+        prog = Program([])
+        try:
+            args = [ev.random_value(t, rng) for _, t in params]
+            want = ev.evaluate(prog, Def("s", params[0][1] if params else None, params, a), args)  # type: ignore[arg-type]
+            got = ev.evaluate(prog, Def("t", params[0][1] if params else None, params, b), args)  # type: ignore[arg-type]
+            if callable(want) and callable(got):  # lambdas: compare on 0, 1, 2
+                want, got = [want(k) for k in range(3)], [got(k) for k in range(3)]
+        except (ev.EvalError, ArithmeticError, TypeError, ValueError, IndexError):
+            continue
+        try:
+            same = ev.close(want, got, rtol=1e-7, atol=1e-9)
+        except TypeError:  # functions inside tuples: not comparable here
+            continue
+        if not same:
+            res.status = "FAIL"
+            res.reason = f"{src} = {want!r} but {tgt} = {got!r}"
+            res.instances = done + 1
+            return res
+        done += 1
+        res.instances = done
+        if done >= samples:
+            break
+    if done:
+        res.status = "PASS"
+    else:
+        res.reason = f"no valid Knossos instance in {tried} attempts"
+    return res
+
+
+def _vars(t: Any) -> list[str]:
+    if isinstance(t, tuple):
+        return [v for c in t[1:] for v in _vars(c)]
+    return [t] if isinstance(t, str) and t.startswith("?") else []
+
+
+# Operand positions holding symbols: var/let/lam name and type, call name and type.
+_SYM_POS = {"var": (1, 2), "let": (1,), "lam": (1, 2), "call": (1, 2), "cast": (2,)}
+
+
+def _sym_vars(t: Any) -> list[str]:
+    if not isinstance(t, tuple):
+        return []
+    out = []
+    for i, c in enumerate(t[1:], start=1):
+        if i in _SYM_POS.get(t[0], ()) and isinstance(c, str) and c.startswith("?"):
+            out.append(c)
+        out += _sym_vars(c)
+    return out

@@ -1,0 +1,174 @@
+//! RLO's cost model for Knossos programs, and tree-cost extraction under it.
+//!
+//! Constants from knossos-ksc `rlo/src/rlo/costs.py` and `costs_ksc.py` (RLO, Microsoft,
+//! MIT licence): `add`/`sub` 1, `mul`/`div` 2, `exp`/`log` 4, comparisons and `to_float`
+//! 1, `index` 1, `size` 1, `sum` `assumed_vector_size - 1` = 15, `let` 0.1 (also per tuple
+//! element), tuple selection 0, constants and variables 0, `if` 1 + condition + the
+//! costlier branch + 0.0001 x the cheaper one, `assert` 1, `build` 2 (`build_malloc_cost`)
+//! plus size plus 16 x body, `sumbuild` 15 x (scalars in the body) plus size plus 16 x
+//! body, a call 2 (`apply_cost`) plus arguments plus the callee's cost (a user function's body, a `cost$f`
+//! definition, or 7 for other declared functions). Costs are unitless (RLO's units); a
+//! program's cost is its tree cost: shared sub-terms count once per occurrence (sharing is
+//! only what `let` makes explicit).
+
+use crate::analysis::{Data, TensorAnalysis};
+use crate::lang::knossos::KsType;
+use crate::lang::Mdl;
+use egg::{CostFunction, EGraph, Id, RecExpr};
+use std::collections::HashMap;
+
+/// RLO's `assumed_vector_size`.
+pub const ASSUMED_VECTOR_SIZE: f64 = 16.0;
+/// RLO's `build_malloc_cost`.
+pub const BUILD_MALLOC_COST: f64 = 2.0;
+/// RLO's `apply_cost` (overhead of a call).
+pub const APPLY_COST: f64 = 2.0;
+/// RLO's `default_edef_cost`.
+pub const DEFAULT_EDEF_COST: f64 = 7.0;
+/// RLO's `let_cost`.
+pub const LET_COST: f64 = 0.1;
+/// RLO's `if_epsilon`.
+pub const IF_EPSILON: f64 = 0.0001;
+
+/// The cost of one operator application besides its operands, for operators whose cost
+/// is that plus the sum of their operands' costs; `None` for operators priced otherwise
+/// or not priced at all.
+pub fn op_cost(name: &str) -> Option<f64> {
+    Some(match name {
+        "add" | "sub" | "neg" => 1.0,
+        "mul" | "div" => 2.0,
+        "exp" | "log" => 4.0,
+        "equal" | "greater" | "greater_equal" | "less" | "less_equal" | "cast" => 1.0,
+        "max" | "min" | "abs" => 1.0,
+        "index" | "size" => 1.0,
+        "sum" => ASSUMED_VECTOR_SIZE - 1.0,
+        "get" => 0.0,
+        "assert" => 1.0,
+        "scalar" | "var" => 0.0,
+        _ => return None,
+    })
+}
+
+/// RLO's cost function over the e-graph (types from the analysis).
+pub struct RloCost<'a> {
+    egraph: &'a EGraph<Mdl, TensorAnalysis>,
+    /// Cost of calling each function (besides `apply_cost` and the arguments).
+    pub functions: &'a HashMap<String, f64>,
+}
+
+impl<'a> RloCost<'a> {
+    /// A cost function reading types from `egraph` and callee costs from `functions`.
+    pub fn new(
+        egraph: &'a EGraph<Mdl, TensorAnalysis>,
+        functions: &'a HashMap<String, f64>,
+    ) -> Self {
+        RloCost { egraph, functions }
+    }
+}
+
+fn body_elements(d: &Data) -> f64 {
+    match KsType::of(d) {
+        Ok(KsType::Lam(_, body)) => body.num_elements(ASSUMED_VECTOR_SIZE),
+        _ => 1.0,
+    }
+}
+
+impl CostFunction<Mdl> for RloCost<'_> {
+    type Cost = f64;
+
+    fn cost<C>(&mut self, enode: &Mdl, mut costs: C) -> f64
+    where
+        C: FnMut(Id) -> f64,
+    {
+        let Mdl::Op(op, ch) = enode else {
+            return 0.0;
+        };
+        let sum_of = |ids: &[Id], costs: &mut C| ids.iter().map(|c| costs(*c)).sum::<f64>();
+        match op.name() {
+            "let" => LET_COST + costs(ch[1]) + costs(ch[2]),
+            "lam" => costs(ch[2]),
+            "build" => BUILD_MALLOC_COST + costs(ch[0]) + ASSUMED_VECTOR_SIZE * costs(ch[1]),
+            "sumbuild" => {
+                let elements = body_elements(&self.egraph[ch[1]].data);
+                (ASSUMED_VECTOR_SIZE - 1.0) * elements
+                    + costs(ch[0])
+                    + ASSUMED_VECTOR_SIZE * costs(ch[1])
+            }
+            "tuple" => LET_COST * ch.len() as f64 + sum_of(ch, &mut costs),
+            "if" => {
+                let (a, b) = (costs(ch[1]), costs(ch[2]));
+                1.0 + costs(ch[0]) + a.max(b) + IF_EPSILON * a.min(b)
+            }
+            "call" => {
+                let name = match &self.egraph[ch[0]].nodes[0] {
+                    Mdl::Var(s) => s.to_string(),
+                    _ => String::new(),
+                };
+                let callee = self
+                    .functions
+                    .get(&name)
+                    .copied()
+                    .unwrap_or(DEFAULT_EDEF_COST);
+                APPLY_COST + callee + sum_of(&ch[2..], &mut costs)
+            }
+            name => match op_cost(name) {
+                Some(c) => c + sum_of(ch, &mut costs),
+                // Not priced by RLO: never chosen when an alternative exists.
+                None => f64::INFINITY,
+            },
+        }
+    }
+}
+
+/// The cheapest term of `root` under RLO's cost model, and its cost.
+pub fn extract(
+    egraph: &EGraph<Mdl, TensorAnalysis>,
+    root: Id,
+    functions: &HashMap<String, f64>,
+) -> (f64, RecExpr<Mdl>) {
+    let ex = egg::Extractor::new(egraph, RloCost::new(egraph, functions));
+    ex.find_best(root)
+}
+
+/// RLO's cost of one term (its tree cost).
+pub fn cost_of(expr: &RecExpr<Mdl>, functions: &HashMap<String, f64>) -> f64 {
+    let mut eg: EGraph<Mdl, TensorAnalysis> = Default::default();
+    let root = eg.add_expr(expr);
+    eg.rebuild();
+    // A plain term: its e-graph holds only its own nodes, so the best term is the term.
+    let ex = egg::Extractor::new(&eg, RloCost::new(&eg, functions));
+    ex.find_best_cost(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost(s: &str) -> f64 {
+        cost_of(&s.parse().unwrap(), &HashMap::new())
+    }
+
+    #[test]
+    fn arithmetic_costs_are_rlo_constants() {
+        assert_eq!(cost("(add (var x Float) (var y Float))"), 1.0);
+        assert_eq!(cost("(mul (var x Float) (scalar 2.0 float64))"), 2.0);
+        assert_eq!(cost("(exp (div (var x Float) (var x Float)))"), 6.0);
+    }
+
+    #[test]
+    fn let_costs_a_tenth_and_build_multiplies_its_body() {
+        let c = cost("(let a (div (var x Float) (var y Float)) (add (var a Float) (var a Float)))");
+        assert!((c - 3.1).abs() < 1e-9, "{c}");
+        let b = cost("(build (size (var v Vec<Float>)) (lam i Integer (index (var i Integer) (var v Vec<Float>))))");
+        assert_eq!(b, 2.0 + 1.0 + 16.0);
+    }
+
+    #[test]
+    fn calls_cost_apply_plus_callee() {
+        let mut f = HashMap::new();
+        f.insert("abs".to_string(), 2.0);
+        let e = "(call abs Float (var x Float))".parse().unwrap();
+        assert_eq!(cost_of(&e, &f), 4.0);
+        assert_eq!(cost("(call g Float (var x Float))"), 9.0);
+    }
+}

@@ -1,0 +1,113 @@
+"""The learned cost model: trained on a profile database (synthetic figures here, so the
+tests do not depend on this machine's speed), held-out Spearman stored, unseen shapes
+predicted, trained on first use or a one-line error."""
+
+import pytest
+from click.testing import CliRunner
+from tensat_py.cli import main
+from tensat_py.cost.base import make_context
+from tensat_py.cost.database import ProfileDatabase, Record
+from tensat_py.cost.profile import OrtBackend, fingerprint, signature
+from tensat_py.cost.roofline import op_flops_bytes
+
+try:
+    import lightgbm  # noqa: F401
+
+    HAVE_LGB = True
+except ImportError:
+    HAVE_LGB = False
+
+needs_lgb = pytest.mark.skipif(not HAVE_LGB, reason="the 'learn' extra (LightGBM) is not installed")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENSAT_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _ctx(n, k, m):
+    return make_context(
+        "matmul", {"act": 0}, [(n, k), (k, m)], (n, m), operand_constant=(False, True)
+    )
+
+
+def _fill(db, fp, sizes):
+    """Synthetic figures: a launch cost plus FLOPs at 10 GFLOP/s (a roofline stand-in)."""
+    recs = []
+    for n, k, m in sizes:
+        c = _ctx(n, k, m)
+        t = 5e-6 + op_flops_bytes(c)[0] / 1e10
+        recs.append(Record(signature(c), "matmul", t, 0.0, 7, t))
+    db.put(fp, recs)
+
+
+SIZES = [(n, k, m) for n in (1, 4, 16, 64) for k in (8, 32, 128, 512) for m in (8, 64, 256)]
+
+
+def _cpu_fp():
+    return fingerprint(OrtBackend().info())
+
+
+@needs_lgb
+def test_training_stores_the_model_with_its_held_out_spearman(cache):
+    from tensat_py.cost import learned
+
+    db = ProfileDatabase()
+    fp = _cpu_fp()
+    _fill(db, fp, SIZES)
+    _, report = learned.train(db, fp)
+    assert report.n_train + report.n_test == len(SIZES) and report.n_test > 0
+    assert report.spearman >= 0.9
+    stored = db.load_model(fp, learned.KIND)
+    assert stored["spearman"] == report.spearman
+    assert stored["meta"]["objective"] == "rank"
+
+
+@needs_lgb
+def test_first_use_trains_from_the_cache_and_ranks_unseen_shapes(cache):
+    from tensat_py.cost import get_cost_model
+
+    db = ProfileDatabase()
+    _fill(db, _cpu_fp(), SIZES)
+    model = get_cost_model("learned", "cpu")
+    assert db.load_model(_cpu_fp(), "learned") is not None
+    small = model.node_cost("matmul", {"act": 0}, [(2, 20), (20, 20)], (2, 20))  # unseen
+    big = model.node_cost("matmul", {"act": 0}, [(48, 400), (400, 200)], (48, 200))
+    assert 0 < small < big
+
+
+@needs_lgb
+def test_regression_objective_also_trains(cache):
+    from tensat_py.cost import learned
+
+    db = ProfileDatabase()
+    _fill(db, _cpu_fp(), SIZES)
+    _, report = learned.train(db, _cpu_fp(), objective="regression")
+    assert report.objective == "regression" and report.spearman >= 0.9
+
+
+@needs_lgb
+def test_an_empty_cache_is_a_one_line_error_saying_what_to_run(cache):
+    r = CliRunner().invoke(
+        main, ["optimize", "squeezenet", "--cost-model", "learned", "--device", "cpu", "-q"]
+    )
+    assert r.exit_code == 2
+    assert len(r.output.strip().splitlines()) == 1
+    assert "tensat profile --train" in r.output
+
+
+@needs_lgb
+def test_cli_train_prints_the_held_out_spearman(cache):
+    _fill(ProfileDatabase(), _cpu_fp(), SIZES)
+    r = CliRunner().invoke(main, ["profile", "--train"])
+    assert r.exit_code == 0, r.output
+    assert "held-out Spearman rank correlation" in r.output
+
+
+def test_spearman_of_ranks():
+    from tensat_py.cost.learned import spearman
+
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 2, 3], [1, 2, 2, 3]) == pytest.approx(1.0)

@@ -1,0 +1,250 @@
+"""The profile cost model: each distinct operator measured once and cached in SQLite;
+constant nodes free; onnxruntime fusion read from producers; two processes lose nothing.
+Assertions are on structure and caching, never on how fast this machine is."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+from tensat_py.builder import GraphBuilder
+from tensat_py.cli import main
+from tensat_py.cost.base import graph_contexts, make_context
+from tensat_py.cost.database import ProfileDatabase, Record
+from tensat_py.cost.profile import (
+    OVERHEAD_SIGNATURE,
+    ProfileCostModel,
+    signature,
+    time_callable,
+)
+from tensat_py.graph import TensorType
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENSAT_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _twin_convs():
+    """Two convolutions with the same signature, a relu after each, a constant concat."""
+    b = GraphBuilder()
+    x = b.input((1, 8, 8, 8), "x")
+    w1 = b.weight((8, 8, 3, 3), "w1")
+    w2 = b.weight((8, 8, 3, 3), "w2")
+    a = b.relu(b.conv2d(x, w1, stride=1, padding="same"))
+    c = b.relu(b.conv2d(a, w2, stride=1, padding="same"))
+    wc = b.concat(0, [w1, w2])  # weight-only: constant
+    return b.finish([c, wc])
+
+
+def _priced_signatures(graph):
+    from tensat_py import ops
+
+    return {
+        signature(c)
+        for c in graph_contexts(graph)
+        if not c.constant and ops.get(c.op).launches_kernel
+    }
+
+
+def test_each_distinct_operator_is_measured_once_and_cached(cache):
+    g = _twin_convs()
+    m = ProfileCostModel("cpu")
+    first = m.graph_cost(g)
+    assert m.measured == len(_priced_signatures(g)) == 2  # one conv, one relu signature
+    recs = {r.signature for r in m.db.records(m.fingerprint)}
+    assert _priced_signatures(g) | {OVERHEAD_SIGNATURE} == recs
+    again = ProfileCostModel("cpu")  # a new process would see the same file
+    assert again.graph_cost(g) == first
+    assert again.measured == 0
+    assert (cache / "profile.sqlite").is_file()
+
+
+def test_constant_nodes_and_views_cost_nothing_and_are_not_measured(cache):
+    m = ProfileCostModel("cpu")
+    assert (
+        m.node_cost(
+            "concat", {"axis": 0, "ndim": 4}, [(8, 8, 3, 3)] * 2, (16, 8, 3, 3), constant=True
+        )
+        == 0.0
+    )
+    assert m.node_cost("reshape", {"shape": (4, 4)}, [(16,)], (4, 4)) == 0.0
+    assert m.measured == 0
+
+
+def test_relu_after_a_convolution_is_priced_as_fused_on_onnxruntime(cache):
+    m = ProfileCostModel("cpu")
+    relu = {c.op: c for c in graph_contexts(_twin_convs())}["relu"]
+    # A stored one-operator figure of one second (no measuring, no machine speed).
+    m.db.put(m.fingerprint, [Record(signature(relu), "relu", 1.0, 0.0, 7, 1.0)])
+    call, per_node = m.overhead()
+    assert m.cost(relu) == per_node  # fused into the conv: the per-node cost
+    assert ProfileCostModel("cpu", fusion=False).cost(relu) == 1.0 - call
+    assert m.measured == 0
+
+
+def test_numpy_backend_measures_the_reference_semantics_under_its_own_fingerprint(cache):
+    ort = ProfileCostModel("cpu")
+    npm = ProfileCostModel("cpu", backend="numpy")
+    assert npm.fingerprint != ort.fingerprint
+    assert npm.info["backend"] == "numpy"
+    t = npm.node_cost("matmul", {"act": 0}, [(16, 16), (16, 16)], (16, 16))
+    assert t > 0 and npm.measured == 1
+
+
+def test_an_operator_that_cannot_run_alone_is_an_error_naming_it(cache):
+    m = ProfileCostModel("cpu")
+    ctx = make_context("opaque", {"type": "Foo_3@2_2"}, [(2, 2)], (2, 2))
+    with pytest.raises(ValueError, match="opaque operator `Foo_3@2_2`"):
+        m.cost(ctx)
+
+
+def test_unknown_device_and_backend_are_errors():
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        ProfileCostModel("tpu")
+    with pytest.raises(ValueError, match="backend 'cupy' does not run on device 'cpu'"):
+        ProfileCostModel("cpu", backend="cupy")
+
+
+def test_time_callable_reports_median_spread_and_lower_quartile():
+    calls = []
+    m = time_callable(lambda: calls.append(1), warmup=3, min_reps=5, max_reps=9, target_seconds=0.0)
+    assert m.reps == 5 and len(calls) == 8
+    assert 0 <= m.low <= m.median and m.spread >= 0
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from tensat_py.cost.database import ProfileDatabase, Record
+    db = ProfileDatabase(sys.argv[1])
+    tag, n = sys.argv[2], int(sys.argv[3])
+    for i in range(n):
+        # half the signatures are shared with the other process, half are its own
+        sig = f"shared-{i}" if i % 2 else f"{tag}-{i}"
+        db.put("fp", [Record(sig, "relu", 1.0, 0.0, 1, 1.0)])
+    """
+)
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path):
+    path = tmp_path / "p.sqlite"
+    ProfileDatabase(path)  # schema first
+    n = 200
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), tag, str(n)])
+        for tag in ("a", "b")
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    sigs = {r.signature for r in ProfileDatabase(path).records("fp")}
+    assert len(sigs) == n // 2 + 2 * (n // 2)  # shared once, each process's own
+
+
+_PROFILER = textwrap.dedent(
+    """
+    import sys
+    from tensat_py.builder import GraphBuilder
+    from tensat_py.cost.profile import ProfileCostModel
+    b = GraphBuilder()
+    x = b.input((1, 4, 6, 6), "x")
+    ys = [b.conv2d(x, b.weight((4 + k, 4, 3, 3), f"w{k}"), stride=1, padding="same")
+          for k in range(6)]
+    g = b.finish(ys)
+    m = ProfileCostModel("cpu")
+    print(m.graph_cost(g) > 0)
+    """
+)
+
+
+def test_two_processes_profiling_the_same_graph_at_once_both_finish_and_share(cache):
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _PROFILER], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300)[0].strip() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0] and outs == ["True", "True"]
+    db = ProfileDatabase()
+    (fp,) = db.devices()
+    assert len([r for r in db.records(fp) if r.op == "conv2d"]) == 6
+
+
+def test_cli_profile_fills_the_cache_and_stats_show_it(cache):
+    r = CliRunner().invoke(
+        main,
+        [
+            "profile",
+            "squeezenet",
+            "--device",
+            "cpu",
+            "--no-egraph",
+            "-q",
+            "--cache-dir",
+            str(cache),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert "squeezenet:" in r.output and "new measurements" in r.output
+    r = CliRunner().invoke(main, ["profile", "--stats", "--cache-dir", str(cache)])
+    assert r.exit_code == 0 and "conv2d" in r.output and "onnxruntime" in r.output
+
+
+def test_cli_optimize_with_the_profile_cost_model(cache):
+    r = CliRunner().invoke(
+        main,
+        [
+            "optimize",
+            "squeezenet",
+            "--cost-model",
+            "profile",
+            "--device",
+            "cpu",
+            "--json",
+            "--no-verify",
+            "--time-limit",
+            "30",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    import json
+
+    out = json.loads(r.output.strip().splitlines()[-1])
+    assert 0 < out["cost_after"] <= out["cost_before"]
+
+
+def test_cli_profile_without_work_is_a_one_line_error():
+    r = CliRunner().invoke(main, ["profile"])
+    assert r.exit_code == 2 and "nothing to do" in r.output
+
+
+def _gpu():
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(not _gpu(), reason="no GPU/CuPy")
+def test_cupy_backend_times_with_cuda_events_under_the_gpu_fingerprint(cache):
+    m = ProfileCostModel("gpu")
+    assert m.info["backend"] == "cupy" and "gpu" in m.info and "driver" in m.info
+    t = m.node_cost("matmul", {"act": 0}, [(64, 64), (64, 64)], (64, 64))
+    assert t > 0 and m.measured == 1
+
+
+def test_a_gpu_device_without_cupy_says_so():
+    if _gpu():
+        pytest.skip("a GPU with CuPy is present")
+    with pytest.raises(ValueError, match="CuPy|GPU"):
+        ProfileCostModel("gpu")
+
+
+def test_records_keep_the_first_figure_for_a_signature(tmp_path):
+    db = ProfileDatabase(tmp_path / "x.sqlite")
+    assert db.put("fp", [Record("s", "relu", 1.0, 0.0, 1, 1.0)]) == 1
+    assert db.put("fp", [Record("s", "relu", 2.0, 0.0, 1, 2.0)]) == 0
+    assert db.get("fp", ["s"])["s"].median == 1.0
+    assert TensorType((1,)).numel == 1

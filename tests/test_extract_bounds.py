@@ -1,0 +1,188 @@
+"""Extraction at scale: simplification, HiGHS from arrays, lower bounds and gaps, beam."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+from tensat_py.egraph import ExtractionProblem, load_json
+from tensat_py.extract import extract
+from tensat_py.extract.greedy import beam_dag, greedy_dag
+from tensat_py.extract.highs import HighsModel
+from tensat_py.extract.simplify import simplify
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
+
+
+def make(nodes: list[tuple[int, list[int], float]], roots: list[int]) -> ExtractionProblem:
+    """nodes: (class, child classes, cost)."""
+    return ExtractionProblem(
+        node_op=[f"n{i}" for i in range(len(nodes))],
+        node_eclass=[n[0] for n in nodes],
+        node_children=[list(n[1]) for n in nodes],
+        node_cost=[float(n[2]) for n in nodes],
+        num_classes=1 + max(n[0] for n in nodes),
+        roots=roots,
+    )
+
+
+def brute_force(p: ExtractionProblem) -> float:
+    """Least DAG cost over every choice function (tiny problems only)."""
+    options = [nodes or [None] for nodes in p.class_nodes()]
+    best = math.inf
+    for combo in itertools.product(*options):
+        choices = {c: n for c, n in enumerate(combo) if n is not None}
+        if p.check_choice(choices) is None:
+            best = min(best, p.dag_cost(choices))
+    return best
+
+
+# X cost 3; A = {a1(X) 1 | a2 3}; B = {b1(X) 1 | b2 3}; root R = r(A, B). Optimum 5.
+SHARED = make(
+    [(0, [], 3), (1, [0], 1), (1, [], 3), (2, [0], 1), (2, [], 3), (3, [1, 2], 0)], roots=[3]
+)
+# A = {a leaf 5 | f(B) 0}; B = {g(A) 0 | b leaf 4}; root R = h(A) 1. Optimum h, f, b = 5;
+# without acyclicity f, g cost 1.
+CYCLIC = make([(0, [], 5), (0, [1], 0), (1, [0], 0), (1, [], 4), (2, [0], 1)], roots=[2])
+
+
+def test_dominated_node_is_removed_and_warm_starts_are_repaired() -> None:
+    # class 1 = {a(X) cost 1 | b(X, Y) cost 2}: b is dominated by a.
+    p = make([(0, [], 1), (2, [], 1), (1, [0], 1), (1, [0, 2], 2), (3, [1], 0)], roots=[3])
+    s = simplify(p)
+    assert s.keep == [True, False, True, False, True]  # b gone; Y then unreachable
+    assert s.dominator == {3: 2}
+    assert s.stats["dominated"] == 1
+    assert s.repair(p, {3: 4, 1: 3, 0: 0, 2: 1}) == {3: 4, 1: 2, 0: 0}
+
+
+def test_node_whose_child_needs_its_own_class_is_removed() -> None:
+    # A = {a leaf 5 | f(B) 0}; B = {g(A) 0}: every derivation of B uses A, so f can never
+    # be part of an acyclic extraction; after removing it the class graph is acyclic.
+    p = make([(0, [], 5), (0, [1], 0), (1, [0], 0), (2, [0], 1), (2, [1], 1)], roots=[2])
+    s = simplify(p, dominance=False)
+    assert s.keep == [True, False, True, True, True]
+    assert s.stats["necessary"] == 1
+    assert not s.cyclic
+    assert simplify(p, dominance=False, necessary=False).cyclic
+
+
+def test_forced_classes_follow_common_children_of_the_root() -> None:
+    p = make([(0, [], 1), (1, [0], 1), (1, [0], 2), (2, [1], 0), (2, [1, 0], 0)], roots=[2])
+    assert simplify(p, dominance=False).forced == {0, 1, 2}
+
+
+@pytest.mark.parametrize("solver", ["highs", "cbc"])
+def test_ilp_result_carries_a_proved_lower_bound(solver: str) -> None:
+    r = extract(SHARED, solver=solver, time_limit=10)
+    assert r.status == "optimal"
+    assert r.cost == 5
+    assert r.lower_bound == pytest.approx(5, rel=1e-6)
+    assert r.gap == pytest.approx(0, abs=1e-6)
+    assert r.build_seconds > 0
+    out = r.to_json()
+    assert {"cost", "lower_bound", "gap", "status", "build_seconds"} <= set(out)
+    json.dumps(out)
+
+
+def test_highs_proves_the_acyclic_optimum_on_a_cyclic_egraph() -> None:
+    r = extract(CYCLIC, solver="highs", time_limit=10)
+    assert r.status == "optimal", r
+    assert r.cost == 5
+    assert r.lower_bound == pytest.approx(5)
+
+
+def test_highs_model_collapses_single_node_classes_and_common_children() -> None:
+    m = HighsModel(SHARED, simplify(SHARED, dominance=False))
+    # 6 node columns, y only for the two classes with two nodes.
+    assert m.num_vars == 8
+    # 2 class rows; R's two children are common to its only node (2 rows); a1, b1 (2 rows).
+    assert m.num_rows == 6
+
+
+def random_problem(rng: random.Random) -> ExtractionProblem:
+    classes = rng.randint(2, 5)
+    nodes = []
+    for c in range(classes):
+        for _ in range(rng.randint(1, 2)):
+            kids = [rng.randrange(classes) for _ in range(rng.randint(0, 2))]
+            nodes.append((c, kids, rng.choice([0, 1, 2, 3])))
+    nodes.append((classes, [rng.randrange(classes)], 1))
+    return make(nodes, roots=[classes])
+
+
+@pytest.mark.parametrize("solver", ["highs", "cbc"])
+def test_bound_never_exceeds_the_optimum_and_optimal_means_proved(solver: str) -> None:
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(60):
+        p = random_problem(rng)
+        best = brute_force(p)
+        if math.isinf(best):
+            continue
+        r = extract(p, solver=solver, time_limit=10)
+        assert p.check_choice(r.choices) is None
+        assert r.lower_bound is not None
+        assert r.lower_bound <= best + 1e-9, (p, r)
+        assert r.status == "optimal", (p, r)
+        assert r.cost == pytest.approx(best), (p, r)
+        checked += 1
+    assert checked > 30
+
+
+def test_simplification_keeps_an_optimum_on_random_egraphs() -> None:
+    rng = random.Random(11)
+    for _ in range(60):
+        p = random_problem(rng)
+        best = brute_force(p)
+        if math.isinf(best):
+            continue
+        s = simplify(p)
+        reduced = ExtractionProblem(
+            node_op=p.node_op,
+            node_eclass=p.node_eclass,
+            node_children=p.node_children,
+            node_cost=p.node_cost,
+            num_classes=p.num_classes,
+            roots=p.roots,
+            forbidden=[not k for k in s.keep],
+        )
+        assert brute_force(reduced) == pytest.approx(best), p
+
+
+def test_beam_finds_sharing_greedy_dag_misses() -> None:
+    assert SHARED.dag_cost(greedy_dag(SHARED)) == 6
+    r = extract(SHARED, extractor="beam", beam_width=2)
+    assert r.cost == 5
+    assert r.status == "greedy"
+    assert r.lower_bound is None and r.gap is None
+    assert SHARED.dag_cost(beam_dag(SHARED, 1)) == 6
+    with pytest.raises(ValueError, match="beam_width"):
+        extract(SHARED, extractor="beam", beam_width=0)
+
+
+def test_beam_is_valid_and_never_worse_than_greedy_dag_on_random_egraphs() -> None:
+    rng = random.Random(3)
+    for _ in range(100):
+        p = random_problem(rng)
+        dag = greedy_dag(p)
+        if not dag:
+            continue
+        beam = beam_dag(p, 3)
+        assert p.check_choice(beam) is None
+        assert beam == p.reachable(beam)
+        assert p.dag_cost(beam) <= p.dag_cost(dag) + 1e-12
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data/egraphs is absent")
+@pytest.mark.parametrize("name", ["tensat_vgg_acyclic", "tensat_resnet50_acyclic"])
+def test_highs_proves_the_reference_acyclic_files_optimal(name: str) -> None:
+    p = load_json(DATA / f"{name}.json")
+    r = extract(p, solver="highs", time_limit=30)
+    assert r.status == "optimal"
+    assert r.gap is not None and r.gap <= 1e-6
+    assert extract(p, extractor="beam").cost >= r.cost - 1e-9

@@ -1,0 +1,34 @@
+"""optimize(min_gain=...): a candidate must be cheaper by a margin, or the input is kept."""
+
+from __future__ import annotations
+
+import pytest
+import tensat_py
+from tensat_py import models
+
+
+def test_a_gain_below_min_gain_keeps_the_input_and_says_so() -> None:
+    g = models.get("squeezenet")
+    full = tensat_py.optimize(g, extractor="greedy-dag", verify=False)
+    gain = 1 - full.candidate_cost / full.cost_before
+    assert 0.1 < gain < 0.9 and full.extraction_status not in tensat_py.pipeline.FALLBACKS
+    res = tensat_py.optimize(g, extractor="greedy-dag", verify=False, min_gain=0.9)
+    assert res.extraction_status == "fallback-not-cheaper"
+    assert "below min_gain" in res.message
+    assert res.graph is g and res.cost_after == res.cost_before
+    assert res.candidate_cost == pytest.approx(full.candidate_cost)
+
+
+def test_the_onnx_front_end_asks_for_two_percent_by_default() -> None:
+    g = models.get("squeezenet")
+    g.meta["frontend"] = "onnx"
+    res = tensat_py.optimize(g, rules="taso", extractor="greedy-dag", verify=False)
+    assert res.extraction_status not in tensat_py.pipeline.FALLBACKS  # 50 % gain passes
+    from tensat_py.frontends import frontends
+
+    assert frontends()["onnx"].min_gain == 0.02
+
+
+def test_min_gain_outside_zero_one_is_an_error() -> None:
+    with pytest.raises(ValueError, match="min_gain"):
+        tensat_py.optimize(models.get("vgg19"), min_gain=1.5, verify=False)

@@ -1,0 +1,313 @@
+"""Rule-choice policies (issue 16): the Rust hooks, the default policy, RuleSubset, one-step
+term rewriting, A*, and optimize(policy=...). Tests of the learned parts and the Gymnasium
+environment need the ``learn`` extra and skip, with the reason, without it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import tensat_py
+from click.testing import CliRunner
+from tensat_py import _core, models
+from tensat_py.builder import GraphBuilder
+from tensat_py.cli import main
+from tensat_py.pipeline import load_rules
+from tensat_py.policies import DefaultPolicy, RuleSubset, best_program, get_policy
+from tensat_py.policies import astar as A
+
+HAVE_LGB = importlib.util.find_spec("lightgbm") is not None
+HAVE_GYM = importlib.util.find_spec("gymnasium") is not None
+needs_lgb = pytest.mark.skipif(
+    not HAVE_LGB, reason="lightgbm not installed (pip install 'tensat-py[learn]')"
+)
+needs_gym = pytest.mark.skipif(
+    not HAVE_GYM, reason="gymnasium not installed (pip install 'tensat-py[learn]')"
+)
+RLO = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "rlo"
+needs_rlo = pytest.mark.skipif(
+    not (RLO / "value_dataset.json").is_file(), reason=f"RLO data not found at {RLO}"
+)
+KS_RULES = "knossos_simplify+knossos_binding"
+
+
+def _matmul_pair() -> tensat_py.Graph:
+    b = GraphBuilder()
+    x = b.input((64, 256), name="x")
+    q = b.matmul(x, b.weight((256, 256), name="wq"))
+    k = b.matmul(x, b.weight((256, 256), name="wk"))
+    return b.finish([b.relu(b.ewadd(q, k))])
+
+
+@pytest.mark.parametrize("name", sorted(models.ZOO))
+def test_default_policy_explores_the_zoo_exactly_as_no_policy(name: str) -> None:
+    g = models.get(name)
+    opts = dict(extractor="greedy-dag", verify=False, k_multi=1)
+    plain = tensat_py.optimize(g, **opts)
+    for policy in ("default", DefaultPolicy()):
+        got = tensat_py.optimize(g, policy=policy, **opts)
+        for key in ("enodes", "eclasses", "iterations", "stop_reason", "filtered_enodes"):
+            assert got.stats[key] == plain.stats[key], (policy, key)
+        assert got.cost_after == plain.cost_after
+
+
+def test_rule_subset_applies_only_the_chosen_rules_matches() -> None:
+    rules = load_rules("taso")
+    names = rules.names()
+    eg = _core.EGraph(_matmul_pair().to_flat())
+    before = eg.match_counts(rules, True)
+    comm = names.index(next(n for n in names if before[names.index(n)] > 0))
+    pol = RuleSubset([comm])
+    st = eg.saturate(rules, iter_limit=1, policy=pol)
+    assert st["applied"] == before[comm]
+    assert pol.found[comm] == before[comm]
+    assert eg.iterations_done() == 1
+
+
+def test_match_counts_counts_multi_pattern_matches_only_when_asked() -> None:
+    rules = load_rules("taso")
+    eg = _core.EGraph(_matmul_pair().to_flat())
+    multi = eg.match_counts(rules, True)
+    single = eg.match_counts(rules, False)
+    multi_rules = [i for i, (_, s, _, _) in enumerate(rules.describe()) if len(s) > 1]
+    assert sum(multi[i] for i in multi_rules) > 0
+    assert all(single[i] == 0 for i in multi_rules)
+    assert eg.size() == _core.EGraph(_matmul_pair().to_flat()).size()
+
+
+def test_policy_select_errors_surface_after_exploration() -> None:
+    class Broken:
+        def selects(self, it: int) -> bool:
+            return True
+
+        def select(self, view: dict) -> list[bool]:
+            raise RuntimeError("policy failed")
+
+    eg = _core.EGraph(_matmul_pair().to_flat())
+    with pytest.raises(RuntimeError, match="policy failed"):
+        eg.saturate(load_rules("taso"), policy=Broken())
+
+
+def test_policy_select_with_the_wrong_number_of_flags_is_an_error() -> None:
+    class Short:
+        def selects(self, it: int) -> bool:
+            return True
+
+        def select(self, view: dict) -> list[bool]:
+            return [True]
+
+    eg = _core.EGraph(_matmul_pair().to_flat())
+    with pytest.raises(ValueError, match="flags for"):
+        eg.saturate(load_rules("taso"), policy=Short())
+
+
+def test_policy_view_carries_matches_and_the_export_on_request() -> None:
+    seen: list[dict] = []
+
+    class Spy:
+        def selects(self, it: int) -> bool:
+            return it == 0
+
+        def wants_export(self, it: int) -> bool:
+            return True
+
+        def select(self, view: dict) -> None:
+            seen.append(view)
+            return None
+
+    eg = _core.EGraph(_matmul_pair().to_flat())
+    eg.saturate(load_rules("taso"), iter_limit=2, policy=Spy())
+    assert len(seen) == 1
+    v = seen[0]
+    assert len(v["rules"]) == len(v["classes"]) == len(v["substs"]) == len(v["new_nodes"]) > 0
+    assert all(n >= -1 for n in v["new_nodes"]) and max(v["new_nodes"]) > 0
+    ids = set(v["export"]["class_id"])
+    assert all(c in ids for cs in v["classes"] for c in cs)
+    cost, used = best_program(v["export"], [1.0] * len(v["export"]["node_op"]))
+    assert cost > 0 and v["export"]["root"] in used
+
+
+def test_rewrites_lists_one_step_results_of_a_knossos_term() -> None:
+    term = A.parse_rlo("(div (mul 1.0 x) x)")
+    rules = load_rules(KS_RULES)
+    names = rules.names()
+    out = A.successors(term, rules)
+    by_rule = {names[r]: A.term_text(t) for r, _, t in out}
+    assert by_rule["mul_one"] == "(div (var x Float) (var x Float))"
+    assert A.rlo_cost(term) == 4.0
+    assert min(A.rlo_cost(t) for _, _, t in out) == 2.0
+
+
+def test_astar_untrained_reaches_equality_saturations_cost_on_a_small_term() -> None:
+    term = A.parse_rlo("(add (mul 1.0 x) (let (var0 1.0) (div (mul 1.0 x) x)))")
+    rules = load_rules(KS_RULES)
+    eq = A.eqsat_cost(term, rules)
+    res = A.astar(term, rules, A.rlo_cost, A.ZeroValue(), depth=8, budget=3000)
+    assert res.start_cost == pytest.approx(7.1)
+    assert res.best_cost == pytest.approx(eq) == pytest.approx(1.0)
+    assert res.evaluations_to_best <= res.evaluations <= 3000
+    assert A.rlo_cost(res.best) == res.best_cost
+
+
+def test_trace_targets_are_best_reductions_within_t_steps() -> None:
+    term = A.parse_rlo("(div (mul 1.0 x) x)")
+    rules = load_rules(KS_RULES)
+    got = {t: v for s, t, v in A.trace_targets(term, rules, A.rlo_cost, depth=2) if s == term}
+    assert got[1] == pytest.approx(2.0)  # mul_one: 4 -> 2
+    assert got[2] == pytest.approx(4.0)  # then div_by_self: -> 0
+
+
+def test_term_features_have_a_fixed_size() -> None:
+    a = A.term_features(A.parse_rlo("(add x 1.0)"), 3, 1.0)
+    b = A.term_features(A.parse_rlo("(let (v (mul x x)) (add v (exp y)))"), 1, 6.1)
+    assert a.shape == b.shape == (len(A.FEATURE_NAMES),)
+    assert b[5] == 0 and a[0] == 3
+
+
+@needs_rlo
+def test_every_value_dataset_expression_parses_and_prices() -> None:
+    data = A.load_value_dataset(RLO / "value_dataset.json")
+    assert len(data) == 6519
+    for e in sorted({e for _, e, _ in data})[:200]:
+        assert A.rlo_cost(A.parse_rlo(e)) > 0
+
+
+@needs_lgb
+def test_shipped_value_function_predicts_reductions_within_cost() -> None:
+    v = A.LearnedValue.load()
+    term = A.parse_rlo("(div (mul 1.0 x) x)")
+    p = v.predict([term, term], [1, 2], [4.0, 4.0])
+    assert 0.0 <= p[0] <= 4.0 and 0.0 <= p[1] <= 4.0
+    assert p[1] > 1.0  # two steps reach 0 from 4
+
+
+@needs_lgb
+@pytest.mark.parametrize("name", ["squeezenet", "vgg19"])
+def test_learned_policy_is_never_worse_than_the_default(name: str) -> None:
+    g = models.get(name)
+    opts = dict(extractor="greedy-dag", verify=False)
+    base = tensat_py.optimize(g, **opts)
+    got = tensat_py.optimize(g, policy="learned", **opts)
+    assert got.cost_after <= base.cost_after
+    assert got.stats["policy"] == "learned"
+    assert isinstance(got.stats["policy_fallback"], bool)
+    assert got.stats["policy_offered"] >= got.stats["policy_admitted"] >= 0
+
+
+@needs_lgb
+def test_learned_policy_worse_than_the_default_falls_back_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tensat_py.policies import multi
+
+    class ApplyNothing(multi.LearnedMultiPolicy):
+        def selects(self, iteration: int) -> bool:
+            return True
+
+        def select(self, view: dict) -> list[bool]:
+            return [False] * len(view["rules"])
+
+    monkeypatch.setattr(
+        multi.LearnedMultiPolicy, "load", classmethod(lambda cls: ApplyNothing(None))
+    )
+    g = _matmul_pair()
+    opts = dict(extractor="greedy-dag", verify=False)
+    base = tensat_py.optimize(g, **opts)
+    got = tensat_py.optimize(g, policy="learned", **opts)
+    assert base.cost_after < base.cost_before
+    assert got.stats["policy_fallback"] is True
+    assert got.cost_after == base.cost_after
+    assert "kept the default" in got.message
+
+
+@needs_lgb
+def test_learned_policy_searches_multi_pattern_rules_one_iteration_past_k_multi() -> None:
+    pol = get_policy("learned").bind(load_rules("taso"), None, 1)
+    assert [pol.search_multi(i, 1) for i in range(4)] == [True, True, False, False]
+    assert [pol.selects(i) for i in range(3)] == [False, True, False]
+
+
+def test_astar_policy_is_never_worse_than_the_default() -> None:
+    g = _matmul_pair()
+    opts = dict(extractor="greedy-dag", verify=False)
+    base = tensat_py.optimize(g, **opts)
+    got = tensat_py.optimize(g, policy="astar", **opts)
+    assert got.cost_after <= base.cost_after
+    assert got.stats["policy"] == "astar"
+
+
+def test_unknown_policy_name_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown policy"):
+        tensat_py.optimize(_matmul_pair(), policy="random")
+
+
+@needs_lgb
+def test_cli_policy_option_reports_the_policy() -> None:
+    r = CliRunner().invoke(
+        main,
+        ["optimize", "squeezenet", "--policy", "learned", "--extractor", "greedy", "--json"],
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["cost_after"] <= out["cost_before"]
+
+
+@needs_gym
+def test_rewrite_env_passes_gymnasiums_env_checker() -> None:
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+    from tensat_py.policies.env import RewriteEnv
+
+    env = RewriteEnv(_matmul_pair(), max_steps=5)
+    check_env(env, skip_render_check=True)
+    made = gym.make("tensat_py.policies.env:tensat/Rewrite-v0", program=_matmul_pair(), max_steps=3)
+    obs, info = made.reset(seed=0)
+    assert made.observation_space.contains(obs)
+
+
+@needs_gym
+def test_rewrite_env_rewards_add_up_to_the_cost_decrease() -> None:
+    from tensat_py.policies.env import RewriteEnv
+
+    env = RewriteEnv(_matmul_pair(), max_steps=40)
+    _, info = env.reset(seed=0)
+    start = info["cost"]
+    total, done, steps = 0.0, False, 0
+    action = 0
+    while not done:
+        _, r, term, trunc, info = env.step(action % env.num_rules)
+        total += r
+        action += 1
+        steps += 1
+        done = term or trunc
+    assert total == pytest.approx(start - info["cost"])
+    assert info["cost"] < start  # the matmul merge was found
+    _, r, term, _, _ = env.step(env.num_rules)
+    assert term and r == 0.0
+
+
+@needs_gym
+def test_rewrite_env_takes_knossos_terms_under_rlo_cost() -> None:
+    from tensat_py.policies.env import RewriteEnv
+
+    term = list(A.parse_rlo("(div (mul 1.0 x) x)"))
+    env = RewriteEnv(term, rules=KS_RULES, cost_model="rlo", max_steps=10)
+    _, info = env.reset(seed=0)
+    assert info["cost"] == 4.0
+    names = env.ruleset.names()
+    _, r, *_ = env.step(names.index("mul_one"))
+    _, r2, *_ = env.step(names.index("div_by_self"))
+    assert r + r2 == pytest.approx(4.0)
+
+
+def test_cli_astar_policy_optimises_knossos_defs_no_worse_than_saturation(tmp_path: Path) -> None:
+    src = tmp_path / "f.ks"
+    src.write_text("(def f Float ((x : Float)) (add (div (mul 1.0 x) x) (mul x 0.0)))\n")
+    runner = CliRunner()
+    plain = runner.invoke(main, ["optimize", str(src), "--json"])
+    got = runner.invoke(main, ["optimize", str(src), "--policy", "astar", "--json"])
+    assert plain.exit_code == 0 and got.exit_code == 0, got.output
+    a, b = json.loads(plain.output), json.loads(got.output)
+    assert b["cost_after"] <= a["cost_after"] < a["cost_before"]
