@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 #[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
-    f: fn(&Problem) -> Vec<Option<usize>>,
+    f: impl Fn(&Problem) -> Vec<Option<usize>> + Send + Sync,
     node_eclass: Vec<usize>,
     node_children: Vec<Vec<usize>>,
     node_cost: Vec<f64>,
@@ -101,20 +101,16 @@ pub fn beam_dag(
     forbidden: Vec<bool>,
     width: usize,
 ) -> PyResult<Vec<i64>> {
-    let p = Problem {
-        node_eclass: &node_eclass,
-        node_children: &node_children,
-        node_cost: &node_cost,
+    run(
+        py,
+        |p: &Problem| extract::beam_dag(p, width),
+        node_eclass,
+        node_children,
+        node_cost,
         num_classes,
-        roots: &roots,
-        forbidden: &forbidden,
-    };
-    extract::validate(&p).map_err(PyValueError::new_err)?;
-    let choice = py.allow_threads(|| extract::beam_dag(&p, width));
-    Ok(choice
-        .into_iter()
-        .map(|c| c.map_or(-1, |n| n as i64))
-        .collect())
+        roots,
+        forbidden,
+    )
 }
 
 /// DAG cost of a choice (see [`extract::dag_cost`]): the summed cost of the distinct chosen
