@@ -23,6 +23,7 @@ from tensat_py.frontends.hlo import (
     print_module,
     random_args,
 )
+from tensat_py.frontends.hlo.ir import ELEMENT_TYPES
 from tensat_py.graph import Graph
 from tensat_py.runtime.numpy_exec import run as np_run
 from tensat_py.runtime.xla_exec import run_text
@@ -147,9 +148,27 @@ def test_malformed_hlo_names_file_line_and_column(text: str, where: str, message
 
 
 def test_unsupported_element_type_is_an_error_at_the_instruction() -> None:
-    text = "HloModule m\nENTRY e {\n  p = u8[2] parameter(0)\n  ROOT n = u8[2] negate(p)\n}\n"
-    with pytest.raises(HloTranslateError, match=r"m.hlo:3:3: `p`: element type `u8`"):
+    text = "HloModule m\nENTRY e {\n  p = c64[2] parameter(0)\n  ROOT n = c64[2] negate(p)\n}\n"
+    with pytest.raises(HloTranslateError, match=r"m.hlo:3:3: `p`: element type `c64`"):
         loads(text, "m.hlo")
+
+
+@pytest.mark.parametrize("etype", ["u8", "s8", "s16", "u16", "u32", "u64"])
+def test_small_and_unsigned_integer_modules_load_optimise_and_verify_through_xla(
+    etype: str,
+) -> None:
+    text = (
+        "HloModule m\nENTRY e {\n"
+        f"  p = {etype}[4] parameter(0)\n  q = {etype}[4] parameter(1)\n"
+        f"  a = {etype}[4] add(p, q)\n  c = f32[4] convert(a)\n"
+        "  ROOT r = f32[4] multiply(c, c)\n}\n"
+    )
+    g = loads(text, "m.hlo")
+    dtypes = {g.type_of(i).dtype for i in g.inputs()}
+    assert dtypes == {ELEMENT_TYPES[etype]} and not g.opaque_nodes()
+    result = tensat_py.optimize(g)
+    assert result.verify is not None and result.verify.passed and result.verify.runner == "xla"
+    assert f"{etype}[4]" in dumps(result.graph)
 
 
 def test_cli_bad_input_exits_2_without_traceback_or_output(tmp_path: Path) -> None:
@@ -408,7 +427,7 @@ def _bench_folder(tmp_path: Path) -> Path:
     (d / "a_sgd.hlo").write_text(sgd)
     (d / "b_sgd_renamed.hlo").write_text(sgd.replace("main", "other_main"))
     (d / "c_bad.hlo").write_text("HloModule m\nENTRY e {\n  ROOT n = f32[2] negate(q)\n}\n")
-    (d / "d_u8.hlo").write_text("HloModule m\nENTRY e {\n  ROOT p = u8[2] parameter(0)\n}\n")
+    (d / "d_c64.hlo").write_text("HloModule m\nENTRY e {\n  ROOT p = c64[2] parameter(0)\n}\n")
     return d
 
 
@@ -427,9 +446,10 @@ def test_bench_hlo_skips_duplicates_and_reports_failures(tmp_path: Path) -> None
     rows = run_hlo_bench(cfg, progress=False)
     assert [r.status for r in rows] == ["ok", "duplicate", "failed", "failed"]
     assert "a_sgd.hlo" in rows[1].reason and "c_bad.hlo:3:" in rows[2].reason
-    assert "element type `u8`" in rows[3].reason  # failed inside the worker
+    assert "element type `c64`" in rows[3].reason  # failed inside the worker
     ok = rows[0]
     assert ok.max_rel_err <= 1e-5 and ok.run_ms_orig > 0 and ok.run_ms_opt > 0
+    assert ok.verify_s > 0 and ok.opt_s > 0  # verification is its own column
     assert ok.ops_after <= ok.ops_before
     assert "| a_sgd.hlo |" in (tmp_path / "r.md").read_text()
 
@@ -440,7 +460,7 @@ def test_bench_hlo_runs_on_a_local_ray_cluster(tmp_path: Path) -> None:
 
     d = _bench_folder(tmp_path)
     (d / "c_bad.hlo").unlink()
-    (d / "d_u8.hlo").unlink()
+    (d / "d_c64.hlo").unlink()
     cfg = HloBenchConfig(
         folder=d, out=tmp_path / "r.md", extractor="greedy", budget_s=0.2, ray_address="local"
     )

@@ -123,3 +123,19 @@ def test_lookup_is_by_name(op: str) -> None:
     assert ops.get(op).name == op
     with pytest.raises(KeyError, match="frobnicate"):
         ops.get("frobnicate")
+
+
+def test_every_dtype_is_known_to_the_analysis_numpy_and_onnx() -> None:
+    """One list of dtypes: the Rust analysis types a leaf of each, NumPy and the ONNX
+    tables agree with :data:`tensat_py.graph.DTYPE_BYTES`."""
+    from tensat_py import _core
+    from tensat_py.frontends.onnx.common import DTYPE_TO_ELEM
+    from tensat_py.graph import DTYPE_BYTES
+    from tensat_py.ops.tensor import DTYPES
+
+    assert set(DTYPES) == set(DTYPE_BYTES) == set(DTYPE_TO_ELEM)
+    for name, size in DTYPE_BYTES.items():
+        assert DTYPES[name].itemsize == size, name
+        tc = _core.TypeChecker()
+        x = tc.add("input", {"name@shape": f"x@2_3:{name}"}, [])
+        assert (tc.dtype(x), tc.shape(x)) == (name, [2, 3])

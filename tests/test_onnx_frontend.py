@@ -304,7 +304,7 @@ def test_values_without_a_dtype_stay_inside_opaque_payloads() -> None:
     m = _model(
         [
             helper.make_node("Relu", ["x"], ["r"]),
-            helper.make_node("Cast", ["r"], ["u"], to=TensorProto.UINT8),
+            helper.make_node("Cast", ["r"], ["u"], to=TensorProto.STRING),
             helper.make_node("Cast", ["u"], ["f"], to=F),
             helper.make_node("Tanh", ["f"], ["y"]),
         ],
@@ -312,12 +312,12 @@ def test_values_without_a_dtype_stay_inside_opaque_payloads() -> None:
         [_vi("y", [2, 3])],
     )
     g = tonnx.load(m)
-    # The uint8 cast has no dtype; its consumer takes it into its own payload.
+    # The string cast has no dtype; its consumer takes it into its own payload.
     reasons = tonnx.opaque_reasons(g)
     assert list(reasons) == ["Cast"] and sum(reasons["Cast"].values()) == 1
     (p,) = [g.opaque_payload(n) for n in g.opaque_nodes()]
     assert [n.op_type for n in p.nodes] == ["Cast", "Cast"]
-    assert "UINT8" in next(iter(reasons["Cast"]))
+    assert "STRING" in next(iter(reasons["Cast"]))
     x = 3 * _x((2, 3))
     _same(m, tonnx.to_model(g), {"x": x})
     report = tensat_py.verify(g, g, runner="numpy")
@@ -327,11 +327,28 @@ def test_values_without_a_dtype_stay_inside_opaque_payloads() -> None:
 def test_inputs_of_an_element_type_without_dtype_are_a_clear_error() -> None:
     m = _model(
         [helper.make_node("Cast", ["x"], ["y"], to=F)],
-        [_vi("x", [2], TensorProto.UINT8)],
+        [_vi("x", [2], TensorProto.STRING)],
         [_vi("y", [2])],
     )
-    with pytest.raises(tonnx.OnnxError, match="input 'x' has element type UINT8"):
+    with pytest.raises(tonnx.OnnxError, match="input 'x' has element type STRING"):
         tonnx.load(m)
+
+
+def test_uint8_and_int8_models_load_whole_and_round_trip() -> None:
+    m = _model(
+        [
+            helper.make_node("Cast", ["img"], ["f"], to=F),
+            helper.make_node("Mul", ["f", "f"], ["y"]),
+            helper.make_node("Cast", ["y"], ["q"], to=TensorProto.INT8),
+        ],
+        [_vi("img", [2, 3], TensorProto.UINT8)],
+        [_vi("q", [2, 3], TensorProto.INT8)],
+    )
+    g = tonnx.load(m)
+    assert not g.opaque_nodes()
+    assert [g.type_of(i).dtype for i in g.inputs()] == ["uint8"]
+    img = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    _same(m, tonnx.to_model(g), {"img": img})
 
 
 # ------------------------------------------------------------------ constants and sub-graphs

@@ -144,17 +144,55 @@ def bench(
 @bench.command("hlo")
 @click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", default="bench/hlo_bench.md", show_default=True, help="Markdown report.")
-@click.option("-j", "--jobs", default=1, show_default=True, help="Worker processes.")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes.",
+)
 @click.option(
     "--extractor",
     type=click.Choice(["ilp", "greedy", "greedy-dag"]),
     default="ilp",
     show_default=True,
 )
-@click.option("--time-limit", default=10.0, show_default=True, help="Exploration/ILP seconds.")
-@click.option("--node-limit", default=20_000, show_default=True, help="E-node limit.")
-@click.option("--budget", default=2.0, show_default=True, help="Seconds of timed runs per module.")
-@click.option("--timeout", default=900.0, show_default=True, help="Seconds per module.")
+@click.option(
+    "--solver",
+    type=click.Choice(["highs", "cbc"]),
+    default="highs",
+    show_default=True,
+    help="ILP solver (HiGHS gets its model from arrays; CBC through PuLP).",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Seconds for one module's whole optimisation (exploration, extraction, verification).",
+)
+@click.option(
+    "--node-limit",
+    type=click.IntRange(min=1),
+    default=20_000,
+    show_default=True,
+    help="E-node limit.",
+)
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0, min_open=True),
+    default=2.0,
+    show_default=True,
+    help="Seconds of timed runs per module.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=900.0,
+    show_default=True,
+    help="Seconds per module.",
+)
 @click.option(
     "--ray", "ray_address", default=None, help="Ray cluster address ('local': start one)."
 )
@@ -164,6 +202,7 @@ def bench_hlo(
     out: str,
     jobs: int,
     extractor: str,
+    solver: str,
     time_limit: float,
     node_limit: int,
     budget: float,
@@ -182,6 +221,7 @@ def bench_hlo(
         out=Path(out),
         jobs=jobs,
         extractor=extractor,
+        solver=solver,
         time_limit=time_limit,
         node_limit=node_limit,
         budget_s=budget,

@@ -99,6 +99,12 @@ DTYPE_BYTES: dict[str, int] = {
     "int32": 4,
     "int64": 8,
     "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
 }
 
 

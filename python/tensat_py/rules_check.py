@@ -82,7 +82,7 @@ ATTEMPTS = 3000
 Term = str | tuple  # an atom (``?x``, ``3``, ``[1,0]``) or ``(op, child, ...)``
 
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
-_ALL_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "bool")
+_ALL_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "uint8")
 #: Candidate values tried per tensor / list variable per search node.
 _TENSOR_CANDIDATES = 10
 _LIST_CANDIDATES = 10

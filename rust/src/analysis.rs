@@ -38,11 +38,23 @@ pub enum DType {
     I64,
     /// Boolean.
     Bool,
+    /// 8-bit signed integer.
+    I8,
+    /// 8-bit unsigned integer.
+    U8,
+    /// 16-bit signed integer.
+    I16,
+    /// 16-bit unsigned integer.
+    U16,
+    /// 32-bit unsigned integer.
+    U32,
+    /// 64-bit unsigned integer.
+    U64,
 }
 
 impl DType {
     /// Every dtype.
-    pub const ALL: [DType; 7] = [
+    pub const ALL: [DType; 13] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -50,14 +62,20 @@ impl DType {
         DType::I32,
         DType::I64,
         DType::Bool,
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::U32,
+        DType::U64,
     ];
     /// Size of one element in bytes.
     pub fn bytes(self) -> usize {
         match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::F64 | DType::I64 => 8,
-            DType::Bool => 1,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::Bool | DType::I8 | DType::U8 => 1,
         }
     }
     /// Name as in NumPy (`"float32"`).
@@ -70,6 +88,12 @@ impl DType {
             DType::I32 => "int32",
             DType::I64 => "int64",
             DType::Bool => "bool",
+            DType::I8 => "int8",
+            DType::U8 => "uint8",
+            DType::I16 => "int16",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
         }
     }
     /// The dtype named `name` (NumPy names), if any.
@@ -84,6 +108,19 @@ impl DType {
     /// True for the floating-point dtypes.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
+    }
+    /// True for the integer dtypes, signed or not (not `bool`).
+    ///
+    /// ```
+    /// use _core::analysis::DType;
+    /// assert!(DType::U8.is_int() && DType::I64.is_int() && !DType::Bool.is_int());
+    /// ```
+    pub fn is_int(self) -> bool {
+        !self.is_float() && self != DType::Bool
+    }
+    /// True for the unsigned integer dtypes.
+    pub fn is_unsigned(self) -> bool {
+        matches!(self, DType::U8 | DType::U16 | DType::U32 | DType::U64)
     }
 }
 

@@ -10,7 +10,8 @@ Conventions shared by every ``evaluate`` here:
 
 * Broadcasting is NumPy's (ONNX "multidirectional") for every binary and ternary
   elementwise operator.
-* dtypes: ``float32 float16 bfloat16 float64 int32 int64 bool`` (``bfloat16`` is
+* dtypes: ``float32 float16 bfloat16 float64 int32 int64 bool int8 uint8 int16 uint16
+  uint32 uint64`` (``bfloat16`` is
   ``ml_dtypes.bfloat16``). The output keeps the first tensor operand's dtype, except
   comparisons (``bool``) and ``cast`` (its ``dtype``). Float arrays may arrive wider than
   declared (verification runs float graphs in float64): a float array is never
@@ -69,6 +70,12 @@ DTYPES: dict[str, np.dtype] = {
     "int32": np.dtype(np.int32),
     "int64": np.dtype(np.int64),
     "bool": np.dtype(np.bool_),
+    "int8": np.dtype(np.int8),
+    "uint8": np.dtype(np.uint8),
+    "int16": np.dtype(np.int16),
+    "uint16": np.dtype(np.uint16),
+    "uint32": np.dtype(np.uint32),
+    "uint64": np.dtype(np.uint64),
 }
 
 #: ONNX ``TensorProto`` element type -> our dtype name.
@@ -80,6 +87,12 @@ ONNX_DTYPES: dict[int, str] = {
     TensorProto.INT32: "int32",
     TensorProto.INT64: "int64",
     TensorProto.BOOL: "bool",
+    TensorProto.INT8: "int8",
+    TensorProto.UINT8: "uint8",
+    TensorProto.INT16: "int16",
+    TensorProto.UINT16: "uint16",
+    TensorProto.UINT32: "uint32",
+    TensorProto.UINT64: "uint64",
 }
 
 _HALF = (np.dtype(np.float16), _BF16)

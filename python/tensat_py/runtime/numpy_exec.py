@@ -177,7 +177,7 @@ def random_feeds(graph: Graph, seed: int = 0, dtype: str = "float32") -> dict[st
     ``±sqrt(3 / fan_in)`` (unit variance through a layer: fan-in = ``I*kh*kw`` for 4-D
     kernels, the larger of the last two dims for matrices) so deep graphs neither vanish
     nor overflow; 1-D weights are uniform in [-1, 1], except batch-norm variances and
-    scales (uniform in [0.5, 1.5]). Integer leaves (``int32``/``int64``) are uniform
+    scales (uniform in [0.5, 1.5]). Integer leaves (any integer dtype) are uniform
     integers in ``[0, INT_FEED_HIGH)`` = 0..3 and boolean leaves fair coin flips, both in
     their own dtype whatever ``dtype`` says. The same names and seed give the same values.
 
@@ -202,7 +202,7 @@ def random_feeds(graph: Graph, seed: int = 0, dtype: str = "float32") -> dict[st
         if t.dtype == "bool":
             feeds[node.name] = sub.random(t.shape) < 0.5
             continue
-        if t.dtype in ("int32", "int64"):
+        if np.dtype(t.dtype).kind in "iu":
             feeds[node.name] = sub.integers(0, INT_FEED_HIGH, t.shape, dtype=t.dtype)
             continue
         if node.op == "input":

@@ -536,7 +536,8 @@ fn scalar(a: &Operands) -> Result<Data, String> {
     let dtype = a.dtype(1)?;
     let ok = match dtype {
         DType::Bool => v == 0.0 || v == 1.0,
-        DType::I32 | DType::I64 => v.fract() == 0.0,
+        d if d.is_unsigned() => v.fract() == 0.0 && v >= 0.0,
+        d if d.is_int() => v.fract() == 0.0,
         _ => true,
     };
     if !ok {

@@ -37,6 +37,7 @@ import numpy as np
 from tensat_py import ops
 from tensat_py.frontends.hlo.ir import (
     COMPUTATION_ATTRS,
+    ELEMENT_TYPES,
     ArrayShape,
     Computation,
     Instruction,
@@ -60,15 +61,7 @@ __all__ = [
 ]
 
 #: The language's dtype -> HLO element type.
-ETYPE = {
-    "float32": "f32",
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "float64": "f64",
-    "int32": "s32",
-    "int64": "s64",
-    "bool": "pred",
-}
+ETYPE = {d: e for e, d in ELEMENT_TYPES.items() if d is not None}
 
 Tree = Any  # int (a node id) | list[Tree] (a tuple)
 

@@ -14,6 +14,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from tensat_py.ops.tensor import ONNX_DTYPES
+
 __all__ = [
     "MIN_OPSET",
     "DEFAULT_OPSET",
@@ -36,16 +38,9 @@ DEFAULT_OPSET = 17
 #: IR version of models written for graphs that did not come from ONNX.
 DEFAULT_IR_VERSION = 8
 
-#: ONNX element type -> the language's dtype name.
-ELEM_TO_DTYPE: dict[int, str] = {
-    TensorProto.FLOAT: "float32",
-    TensorProto.FLOAT16: "float16",
-    TensorProto.BFLOAT16: "bfloat16",
-    TensorProto.DOUBLE: "float64",
-    TensorProto.INT32: "int32",
-    TensorProto.INT64: "int64",
-    TensorProto.BOOL: "bool",
-}
+#: ONNX element type -> the language's dtype name
+#: (one table: :data:`tensat_py.ops.tensor.ONNX_DTYPES`).
+ELEM_TO_DTYPE: dict[int, str] = ONNX_DTYPES
 #: The language's dtype name -> ONNX element type.
 DTYPE_TO_ELEM: dict[str, int] = {v: k for k, v in ELEM_TO_DTYPE.items()}
 
@@ -93,8 +88,7 @@ def elem_of_dtype(dtype: str) -> int:
     """The ONNX element type of dtype name ``dtype``.
 
     Raises:
-        OnnxError: ``dtype`` is not one of ``float32 float16 bfloat16 float64 int32 int64
-            bool``.
+        OnnxError: ``dtype`` is not one of the language's dtypes (:data:`ELEM_TO_DTYPE`).
     """
     try:
         return DTYPE_TO_ELEM[str(dtype)]

@@ -10,7 +10,8 @@ looked up in :func:`tensat_py.ops.onnx_importers` by ``op_type`` in the default 
 API (``imp`` below). There is no per-operator code here.
 
 Element types: each value's dtype comes from its ONNX type (``float32 float16 bfloat16
-float64 int32 int64 bool``, :data:`~.common.ELEM_TO_DTYPE`). An importer asking for a
+float64 bool`` and the integers ``int8``-``int64``, ``uint8``-``uint64``;
+:data:`~.common.ELEM_TO_DTYPE`). An importer asking for a
 value of any other element type gets ``Unsupported`` (so the node becomes opaque); such a
 value produced by an opaque node is computed inside the payload of its consumers.
 
