@@ -477,3 +477,19 @@ def test_graph_without_hlo_source_prints_a_fresh_module() -> None:
     text = dumps(g)
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(run_text(text, [a])[0], a.T)
+
+
+def test_an_unrewritten_graph_prints_as_its_source_module() -> None:
+    text = (
+        "HloModule m\n\n%mx {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+        "  ROOT %r = f32[] maximum(%a, %b)\n}\n\nENTRY %e {\n"
+        "  %p = f32[8,3]{1,0} parameter(0)\n  %z = f32[] constant(-inf)\n"
+        "  %m = f32[8]{0} reduce(%p, %z), dimensions={1}, to_apply=%mx\n"
+        "  ROOT %n = f32[8]{0} negate(%m)\n}\n"
+    )
+    g = loads(text, "m.hlo")
+    assert dumps(g) == print_module(parse_module(text, "m.hlo"))
+    # A rewritten graph prints through the operators instead.
+    neg = next(i for i, n in enumerate(g.nodes) if n.op == "neg")
+    g.outputs = [g.add_node("neg", {}, [neg])]
+    assert "negate" in dumps(g) and dumps(g) != print_module(parse_module(text, "m.hlo"))

@@ -23,7 +23,9 @@ it through XLA.
 (:class:`HloWriter` is the writer they get); inputs become the original entry parameters
 (the signature is kept, so the original and the optimised module take the same
 arguments), weights their constants, opaque nodes their original instruction, and the
-outputs the original root structure.
+outputs the original root structure. A graph whose program equals the one the import
+made (:meth:`~tensat_py.graph.Graph.to_flat`: nothing rewritten, e.g. when the optimiser
+kept its input) exports as the source module itself, so it prints as the input did.
 """
 
 from __future__ import annotations
@@ -84,6 +86,9 @@ class HloSource:
         constants: weight name -> (literal text, shape) of array constants.
         computations: every computation of the module by name (opaque nodes call some).
         order: computation names in text order (callees first).
+        module: the parsed source module; ``program``: the imported graph's
+            :meth:`~tensat_py.graph.Graph.to_flat` program (an equal graph exports as
+            ``module``).
     """
 
     name: str
@@ -93,6 +98,8 @@ class HloSource:
     constants: dict[str, tuple[str, ArrayShape]] = field(default_factory=dict)
     computations: dict[str, Computation] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    module: Module | None = field(default=None, repr=False)
+    program: list[tuple[str, list[int]]] | None = field(default=None, repr=False)
 
 
 def _called(value: str) -> list[str]:
@@ -265,6 +272,7 @@ class _Importer:
             None,
             computations=self.comps,
             order=[c.name for c in module.computations],
+            module=module,
         )
         self.names: set[str] = set()
         self.groups = itertools.count()
@@ -320,6 +328,7 @@ class _Importer:
         if not outs:
             raise self.err(entry.root, "the entry computation returns no array")
         self.g.outputs = outs
+        self.src.program = self.g.to_flat()
         self.g.meta["hlo"] = self.src
         self.g.meta["verify_runner"] = "xla"
         self.g.meta["frontend"] = "hlo"
@@ -743,6 +752,8 @@ def to_module(graph: Graph) -> Module:
         HloExportError: an operator without an HLO form.
     """
     src: HloSource | None = graph.meta.get("hlo")
+    if src is not None and src.module is not None and graph.to_flat() == src.program:
+        return src.module
     comps = src.computations if src is not None else {}
     w = HloWriter(set(comps) | {p[0] for p in (src.params if src else [])})
     live = graph.live()
