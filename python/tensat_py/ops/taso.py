@@ -47,6 +47,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from tensat_py.graph import TensorType, dims_text, parse_dims, signatures
 from tensat_py.ops import OpContext, OpDef, default_bytes, onnx_importer, register
+from tensat_py.ops.tensor import np_dtype
 
 __all__ = [
     "BN_EPS",
@@ -616,20 +617,12 @@ def _merge_eval(ctx: OpContext, args: Sequence[Any]) -> Any:
     return merge(args[0], int(ctx.params["count"]))
 
 
-def _np_dtype(name: str) -> Any:
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(name)
-
-
 def _merge_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     """``Tile`` the kernel ``count`` times along axis 1, then ``Mul`` by a 0/1 slot mask."""
     o, i, _, _ = _t(ctx, 0).shape
     count = int(ctx.params["count"])
     reps = w.const(np.asarray([1, count, 1, 1], dtype=np.int64), "reps")
-    mask = np.zeros((o, i * count, 1, 1), dtype=_np_dtype(_t(ctx, 0).dtype))
+    mask = np.zeros((o, i * count, 1, 1), dtype=np_dtype(_t(ctx, 0).dtype))
     per = o // count
     for oc in range(o):
         s = oc // per

@@ -27,6 +27,7 @@ import numpy as np
 from tensat_py import ops
 from tensat_py.graph import Graph, Node, TensorType
 from tensat_py.ops.taso import BN_EPS, conv2d, enlarge, merge
+from tensat_py.ops.tensor import np_dtype
 
 __all__ = [
     "run",
@@ -161,14 +162,6 @@ def _fan_in(t: TensorType) -> int:
     return 1
 
 
-def _float_dtype(name: str) -> Any:
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return np.dtype(name)
-
-
 def random_feeds(graph: Graph, seed: int = 0, dtype: str = "float32") -> dict[str, np.ndarray]:
     """Random feeds for every input and weight, keyed by name.
 
@@ -184,8 +177,11 @@ def random_feeds(graph: Graph, seed: int = 0, dtype: str = "float32") -> dict[st
     Raises:
         TypeError: ``dtype`` is not a float dtype NumPy knows.
     """
-    out_dtype = _float_dtype(dtype)
-    if np.dtype(out_dtype).kind != "f" and dtype != "bfloat16":
+    try:
+        out_dtype = np_dtype(dtype)
+    except ValueError:
+        out_dtype = None
+    if out_dtype is None or not (out_dtype.kind == "f" or dtype == "bfloat16"):
         raise TypeError(f"random_feeds: dtype {dtype!r} is not a float dtype")
     positive: set[int] = set()
     for node in graph.nodes:
