@@ -32,3 +32,17 @@ def test_the_onnx_front_end_asks_for_two_percent_by_default() -> None:
 def test_min_gain_outside_zero_one_is_an_error() -> None:
     with pytest.raises(ValueError, match="min_gain"):
         tensat_py.optimize(models.get("vgg19"), min_gain=1.5, verify=False)
+
+
+def test_an_equal_cost_candidate_does_not_replace_the_input_under_min_gain() -> None:
+    # Nothing to rewrite: the extracted program costs what the input costs. With a
+    # min_gain it must not replace the input (ONNX models came back reshuffled, +3
+    # Reshapes on GPT-2, and ran slower in onnxruntime).
+    from tensat_py.builder import GraphBuilder
+
+    b = GraphBuilder()
+    g = b.finish(b.relu(b.input((4, 8), "x")))
+    res = tensat_py.optimize(g, rules="taso", verify=False, min_gain=0.02)
+    assert res.candidate_cost == pytest.approx(res.cost_before)
+    assert res.extraction_status == "fallback-not-cheaper" and res.graph is g
+    assert "0.00% cheaper" in res.message

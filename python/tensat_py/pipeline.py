@@ -414,7 +414,8 @@ def optimize(
             f"the input's {cost_before:.6g} s; kept the input"
         )
         best, cost_after = graph, cost_before
-    elif candidate_cost < cost_before and candidate_cost > cost_before * (1 - gain_floor):
+    elif gain_floor > 0 and candidate_cost > cost_before * (1 - gain_floor):
+        # Equal cost included: a different program of the same cost gains nothing.
         status = "fallback-not-cheaper"
         message = (
             f"the extracted program ({result.status}) is {1 - candidate_cost / cost_before:.2%} "
