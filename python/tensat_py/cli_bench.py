@@ -141,6 +141,17 @@ def bench(
     click.echo(f"wrote {report} and the CSV files and plots beside it")
 
 
+def _seconds(flag: str, default: float, help: str) -> Any:
+    """A ``click`` option taking a positive number of seconds."""
+    return click.option(
+        flag,
+        type=click.FloatRange(min=0, min_open=True),
+        default=default,
+        show_default=True,
+        help=help,
+    )
+
+
 @bench.command("hlo")
 @click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", default="bench/hlo_bench.md", show_default=True, help="Markdown report.")
@@ -165,12 +176,10 @@ def bench(
     show_default=True,
     help="ILP solver (HiGHS gets its model from arrays; CBC through PuLP).",
 )
-@click.option(
+@_seconds(
     "--time-limit",
-    type=click.FloatRange(min=0, min_open=True),
-    default=10.0,
-    show_default=True,
-    help="Seconds for one module's whole optimisation (exploration, extraction, verification).",
+    10.0,
+    "Seconds for one module's whole optimisation (exploration, extraction, verification).",
 )
 @click.option(
     "--node-limit",
@@ -179,20 +188,8 @@ def bench(
     show_default=True,
     help="E-node limit.",
 )
-@click.option(
-    "--budget",
-    type=click.FloatRange(min=0, min_open=True),
-    default=2.0,
-    show_default=True,
-    help="Seconds of timed runs per module.",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=900.0,
-    show_default=True,
-    help="Seconds per module.",
-)
+@_seconds("--budget", 2.0, "Seconds of timed runs per module.")
+@_seconds("--timeout", 900.0, "Seconds per module.")
 @click.option(
     "--ray", "ray_address", default=None, help="Ray cluster address ('local': start one)."
 )
