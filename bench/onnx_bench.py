@@ -35,7 +35,7 @@ import numpy as np
 import tensat_py
 from tensat_py import models
 from tensat_py.frontends import onnx as tonnx
-from tensat_py.runtime import ort_exec
+from tensat_py.runtime import ort_exec, timing
 
 #: Relative tolerance on outputs (see the module docstring).
 TOLERANCE = 1e-3
@@ -55,16 +55,11 @@ class Row:
     max_rel_error: float
     status: str
     optimize_s: float
-
-    @property
-    def measured(self) -> float:
-        """Original / optimised median latency."""
-        return self.original_ms / self.optimized_ms
-
-    @property
-    def control(self) -> float:
-        """Original / second session of the original: the A/A ratio, i.e. the noise."""
-        return self.original_ms / self.control_ms
+    #: Original / optimised: the median of per-round ratios.
+    measured: float
+    #: Original / second session of the original (the A/A ratio, i.e. the noise), measured
+    #: like ``measured``.
+    control: float
 
 
 def _nodes(model) -> int:
@@ -105,19 +100,11 @@ def bench_model(name: str, args: argparse.Namespace) -> Row:
     if not err <= TOLERANCE:
         raise AssertionError(f"{name}: outputs differ, max relative error {err:.3g}")
 
-    for _ in range(args.warmup):
-        for sess in (a, b, c):
-            sess.run(None, feeds)
-    times: dict[int, list[float]] = {0: [], 1: [], 2: []}
-    sessions = (a, b, c)
-    for k in range(args.runs):
-        # Rotate which goes first so drift (thermal, caches) hits all alike.
-        for j in range(3):
-            i = (j + k) % 3
-            s = time.perf_counter()
-            sessions[i].run(None, feeds)
-            times[i].append(time.perf_counter() - s)
-    ta, tb, tc = times[0], times[1], times[2]
+    ta, tb, tc = timing.rotating(
+        [lambda: a.run(None, feeds), lambda: b.run(None, feeds), lambda: c.run(None, feeds)],
+        rounds=args.runs,
+        warmup=args.warmup,
+    )
     return Row(
         model=name,
         ops_before=_nodes(original),
@@ -125,6 +112,8 @@ def bench_model(name: str, args: argparse.Namespace) -> Row:
         original_ms=statistics.median(ta) * 1e3,
         optimized_ms=statistics.median(tb) * 1e3,
         control_ms=statistics.median(tc) * 1e3,
+        measured=timing.paired_ratio(tb, ta),
+        control=timing.paired_ratio(tc, ta),
         predicted=result.speedup,
         max_rel_error=err,
         status=result.extraction_status,
@@ -136,7 +125,8 @@ def table(rows: list[Row], skipped: dict[str, str], args: argparse.Namespace) ->
     """The markdown report."""
     lines = [
         f"onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads=2; "
-        f"median of {args.runs} rotating runs after {args.warmup} warm-up runs each, "
+        f"{args.runs} rounds of rotating runs after {args.warmup} warm-up runs each; latencies "
+        "are medians, ratios medians of per-round ratios; "
         f"intra-op spinning off; A/A = original vs a second session of the original (noise); "
         f"cost model roofline/cpu, extractor {args.extractor}; tolerance {TOLERANCE:g} relative.",
         "",

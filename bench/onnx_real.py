@@ -44,7 +44,7 @@ import numpy as np
 import onnx
 import tensat_py
 from tensat_py.frontends.onnx import opaque_ops
-from tensat_py.runtime import ort_exec
+from tensat_py.runtime import ort_exec, timing
 
 #: Relative tolerance on outputs (float32, re-associated sums).
 TOLERANCE = 1e-3
@@ -147,6 +147,10 @@ class Row:
     roundtrip_ms: float
     max_rel_error: float
     size_ratio: float
+    #: Speed-ups over the original (original / other), medians of per-round ratios.
+    measured: float = float("nan")
+    control: float = float("nan")
+    roundtrip: float = float("nan")
 
     @property
     def opaque_share(self) -> float:
@@ -214,18 +218,16 @@ def bench_model(name: str, path: Path, spec: Packaged | Exported, args) -> Row:
         raise AssertionError(f"{name}: outputs differ, max relative error {err:.3g}")
     fb = {k: feeds[k] for k in (i.name for i in b.get_inputs())}
     fd = {k: feeds[k] for k in (i.name for i in d.get_inputs())}
-    runs = ((a, feeds), (b, fb), (c, feeds), (d, fd))
-    for _ in range(args.warmup):
-        for sess, f in runs:
-            sess.run(None, f)
-    times: list[list[float]] = [[] for _ in runs]
-    for k in range(args.runs):
-        for j in range(len(runs)):  # rotate the order so that drift hits all alike
-            i = (j + k) % len(runs)
-            sess, f = runs[i]
-            s = time.perf_counter()
-            sess.run(None, f)
-            times[i].append(time.perf_counter() - s)
+    times = timing.rotating(
+        [
+            lambda: a.run(None, feeds),
+            lambda: b.run(None, fb),
+            lambda: c.run(None, feeds),
+            lambda: d.run(None, fd),
+        ],
+        rounds=args.runs,
+        warmup=args.warmup,
+    )
     return Row(
         model=name,
         source="PyPI wheel " + spec.package if isinstance(spec, Packaged) else "exported",
@@ -238,6 +240,9 @@ def bench_model(name: str, path: Path, spec: Packaged | Exported, args) -> Row:
         optimized_ms=statistics.median(times[1]) * 1e3,
         control_ms=statistics.median(times[2]) * 1e3,
         roundtrip_ms=statistics.median(times[3]) * 1e3,
+        measured=timing.paired_ratio(times[1], times[0]),
+        control=timing.paired_ratio(times[2], times[0]),
+        roundtrip=timing.paired_ratio(times[3], times[0]),
         max_rel_error=err,
         size_ratio=out.stat().st_size / path.stat().st_size,
     )
@@ -247,7 +252,8 @@ def table(rows: list[Row], failed: dict[str, str], args) -> str:
     """The markdown report."""
     lines = [
         "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads=2, spinning "
-        f"off; median of {args.runs} rotating runs after {args.warmup} warm-up runs; "
+        f"off; {args.runs} rounds of rotating runs after {args.warmup} warm-up runs; "
+        "latencies are medians, ratios (original / other) medians of per-round ratios; "
         "A/A = original vs a second session of the original (noise); round trip = original "
         "vs the model loaded and saved without optimising; rules: the ONNX front "
         f"end's defaults; cost model roofline/cpu; extractor {args.extractor}; time limit "
@@ -261,8 +267,8 @@ def table(rows: list[Row], failed: dict[str, str], args) -> str:
         lines.append(
             f"| {r.model} | {r.source} | {r.operators} | {100 * r.opaque_share:.1f}% "
             f"({r.control_flow}) | {r.optimize_s:.1f} | {r.predicted:.3f} | "
-            f"{r.original_ms:.3f} | {r.optimized_ms:.3f} | {r.original_ms / r.optimized_ms:.3f} "
-            f"| {r.original_ms / r.control_ms:.3f} | {r.original_ms / r.roundtrip_ms:.3f} "
+            f"{r.original_ms:.3f} | {r.optimized_ms:.3f} | {r.measured:.3f} "
+            f"| {r.control:.3f} | {r.roundtrip:.3f} "
             f"| {r.max_rel_error:.1e} | {r.size_ratio:.3f} |"
         )
     for name, why in failed.items():

@@ -10,8 +10,8 @@ and the fastest of ``repeats`` executions after one warm-up, each waiting for it
 (the minimum is the estimate least disturbed by other processes on a shared machine);
 :func:`time_interleaved` runs several modules round-robin so drifts in machine load hit
 them alike, and keeps every run so that a caller can compare modules round by round
-(:func:`paired_ratio`: the median of per-round ratios, steadier than a ratio of minima
-when other processes share the cores).
+(:func:`paired_ratio`: the median of per-round ratios,
+:func:`tensat_py.runtime.timing.paired_ratio`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+
+from tensat_py.runtime import timing
 
 __all__ = [
     "compile_text",
@@ -169,7 +171,7 @@ def paired_ratio(a: Timing, b: Timing) -> float:
     1.0
     """
     if a.runs and len(a.runs) == len(b.runs):
-        return float(np.median(np.asarray(b.runs) / np.asarray(a.runs)))
+        return timing.paired_ratio(a.runs, b.runs)
     return b.run_s / a.run_s
 
 
