@@ -13,7 +13,8 @@ For every zoo model (and any ``--onnx`` files), in one run:
    (the A/A control: the noise) and each optimised model on the same inputs, rotating
    which goes first, ``--runs`` times after ``--warmup`` runs; outputs must agree within
    1e-3 relative;
-4. the *measured* ratio is the original's median latency over the optimised one's.
+4. the *measured* ratio is the original's latency over the optimised one's: the median of
+   the per-round ratios (:func:`tensat_py.runtime.timing.paired_ratio`).
 
 Writes a markdown table (``--out``), a CSV beside it and a plot (``--plot``: predicted vs
 measured, one point per model and cost model, the ±3% band around the diagonal).
@@ -41,7 +42,7 @@ import tensat_py
 from tensat_py import models
 from tensat_py.cost import get_cost_model
 from tensat_py.frontends import onnx as tonnx
-from tensat_py.runtime import ort_exec
+from tensat_py.runtime import ort_exec, timing
 
 TOLERANCE = 1e-3
 COST_MODELS = ("roofline", "profile", "learned")
@@ -58,15 +59,17 @@ class Row:
     optimized_ms: dict[str, float] = field(default_factory=dict)
     status: dict[str, str] = field(default_factory=dict)
     optimize_s: dict[str, float] = field(default_factory=dict)
+    #: Original / other, medians of per-round ratios: ``"control"`` and each cost model.
+    ratios: dict[str, float] = field(default_factory=dict)
 
     @property
     def control(self) -> float:
         """A/A ratio: the original over a second session of itself."""
-        return self.original_ms / self.control_ms
+        return self.ratios["control"]
 
     def measured(self, cm: str) -> float:
-        """Original / optimised-under-``cm`` median latency."""
-        return self.original_ms / self.optimized_ms[cm]
+        """Original / optimised-under-``cm`` latency (median of per-round ratios)."""
+        return self.ratios[cm]
 
     def error(self, cm: str) -> float:
         """Predicted / measured - 1."""
@@ -113,17 +116,12 @@ def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
             if not err <= TOLERANCE:
                 raise AssertionError(f"{name}/{cm}: outputs differ, relative error {err:.3g}")
     uniq = list(dict.fromkeys(sessions.values()))
-    times: dict[int, list[float]] = {id(s): [] for s in uniq}
-    for _ in range(args.warmup):
-        for s in uniq:
-            s.run(None, feeds)
-    for k in range(args.runs):
-        for j in range(len(uniq)):
-            s = uniq[(j + k) % len(uniq)]
-            t = time.perf_counter()
-            s.run(None, feeds)
-            times[id(s)].append(time.perf_counter() - t)
+    runs = timing.rotating(
+        [lambda s=s: s.run(None, feeds) for s in uniq], rounds=args.runs, warmup=args.warmup
+    )
+    times = {id(s): t for s, t in zip(uniq, runs, strict=True)}
     med = {key: statistics.median(v) * 1e3 for key, v in times.items()}
+    orig = times[id(sessions["original"])]
     return Row(
         model=name,
         original_ms=med[id(sessions["original"])],
@@ -132,6 +130,7 @@ def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
         optimized_ms={cm: med[id(sessions[cm])] for cm in cms},
         status=status,
         optimize_s=opt_s,
+        ratios={k: timing.paired_ratio(times[id(s)], orig) for k, s in sessions.items()},
     )
 
 
@@ -144,7 +143,8 @@ def table(rows: list[Row], cms: list[str], args: argparse.Namespace, extra: str)
     )
     lines = [
         f"onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, 2 intra-op threads, spinning off; "
-        f"median of {args.runs} rotating runs after {args.warmup} warm-up runs; A/A = the "
+        f"{args.runs} rounds of rotating runs after {args.warmup} warm-up runs (latencies: "
+        "medians; ratios: medians of per-round ratios); A/A = the "
         f"original against a second session of itself (noise); predicted = cost before / "
         f"after under the model that guided the optimisation; measured = original / optimised "
         f"latency; error = predicted / measured - 1. {extra}",
