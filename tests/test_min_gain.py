@@ -46,3 +46,13 @@ def test_an_equal_cost_candidate_does_not_replace_the_input_under_min_gain() -> 
     assert res.candidate_cost == pytest.approx(res.cost_before)
     assert res.extraction_status == "fallback-not-cheaper" and res.graph is g
     assert "0.00% cheaper" in res.message
+
+
+def test_graphs_from_the_onnx_loader_get_the_onnx_defaults() -> None:
+    # tensat_py.frontends.onnx.load and tensat_py.load must optimise alike.
+    from tensat_py.frontends import defaults_for
+    from tensat_py.frontends import onnx as tonnx
+
+    g = tonnx.load(tonnx.to_model(models.get("squeezenet"), weights="random"))
+    fe = defaults_for(g)
+    assert fe is not None and fe.name == "onnx" and fe.min_gain == 0.02

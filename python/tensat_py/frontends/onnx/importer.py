@@ -713,6 +713,8 @@ class Importer:
         self.graph.outputs = outs
         table: KeyTable = {}
         keys = structural_keys(self.graph, table)
+        # The same defaults (rules, cost model, min_gain) as through tensat_py.load.
+        self.graph.meta["frontend"] = "onnx"
         self.graph.meta["onnx"] = OnnxSource(
             initializers=self.inits,
             inputs=inputs,
