@@ -85,3 +85,13 @@ def test_every_best_line_replays_and_verifies() -> None:
     start = {r.best.function for r in out}
     assert len(start) == 31
     assert by[("rscl", "rlo")] < by[("rscl", "expert")]
+
+
+def test_constant_folding_reaches_the_folded_literal() -> None:
+    from tensat_py.frontends.knossos import KsProgram, optimize_program
+
+    prog = parse_text("(def f Float ((x : Float)) (mul x (div 15.0 2.0)))", "f.ks")
+    folded = optimize_program(KsProgram(prog)).defs[0]
+    plain = optimize_program(KsProgram(prog), fold_constants=False).defs[0]
+    assert folded.cost_after == 2.0 and folded.message == "verified"
+    assert plain.cost_after == 4.0

@@ -274,6 +274,7 @@ def optimize_program(
     time_limit: float = 8.0,
     verify: bool = True,
     only: set[str] | None = None,
+    fold_constants: bool = True,
 ) -> KsOptimizeResult:
     """Optimise every def of ``prog`` (or those named in ``only``) by equality saturation
     under RLO's cost model.
@@ -284,6 +285,8 @@ def optimize_program(
         node_limit, iter_limit, time_limit: exploration limits per def (seconds).
         verify: evaluate original and optimised def on random arguments (:mod:`.evaluate`)
             and keep the original when they differ.
+        fold_constants: add the Rust core's constant-folding rules
+            (``_core.RuleSet.constant_folding()``, RLO's ``cprop_*``).
 
     Returns:
         the program with optimised bodies and per-def results (costs in RLO units).
@@ -297,11 +300,14 @@ def optimize_program(
     costs = function_costs(p)
     base = load_rules(rules if rules is not None else DEFAULT_RULES)
     inline_text = _inline_rules(p, sigs)
-    ruleset = (
-        _core.RuleSet.union([base, _core.RuleSet.parse(inline_text, "<inline_call>")])
-        if inline_text.strip()
-        else base
-    )
+    # Constant folding (RLO's cprop_* rules) is built into the Rust core: the folded
+    # value cannot be written in the rule DSL. It is added unless disabled.
+    sets = [base]
+    if fold_constants:
+        sets.append(_core.RuleSet.constant_folding())
+    if inline_text.strip():
+        sets.append(_core.RuleSet.parse(inline_text, "<inline_call>"))
+    ruleset = _core.RuleSet.union(sets) if len(sets) > 1 else base
     results: list[DefResult] = []
     new_items = list(p.items)
     for idx, item in enumerate(p.items):
