@@ -95,3 +95,45 @@ def test_constant_folding_reaches_the_folded_literal() -> None:
     plain = optimize_program(KsProgram(prog), fold_constants=False).defs[0]
     assert folded.cost_after == 2.0 and folded.message == "verified"
     assert plain.cost_after == 4.0
+
+
+def test_hoisting_moves_invariants_out_of_loops_only() -> None:
+    from tensat_py.frontends.knossos.evaluate import compare_defs
+    from tensat_py.frontends.knossos.hoist import free_vars, hoist_def
+    from tensat_py.frontends.knossos.syntax import Call, Lam, Let, print_expr
+
+    src = """
+(def r (Vec Float) ((x : (Vec Float)))
+  (build (size x) (lam (i : Integer)
+    (add (div (index i x) (sum x))
+         (let ((x (build (add i 1) (lam (j : Integer) 1.0)))) (sum x))))))
+"""
+    prog = parse_text(src, "r.ks")
+    h = hoist_def(prog.defs[0])
+    # The outer (sum x) is hoisted; the inner (sum x) means another x (bound in the loop
+    # from i) and stays.
+    assert isinstance(h.body, Let)
+    text = print_expr(h.body)
+    assert text.count("(sum x)") == 2
+    loop = h.body
+    while isinstance(loop, Let):
+        loop = loop.body
+    assert isinstance(loop, Call) and loop.name == "build"
+    lam = loop.args[1]
+    assert isinstance(lam, Lam) and print_expr(lam.body).count("(sum x)") == 1
+    assert free_vars(h.body) == {"x"}
+    ok, msg = compare_defs(prog, prog.defs[0], h)
+    assert ok and msg == "verified", msg
+
+
+@needs_data
+def test_optimising_rscl_reaches_rlos_best() -> None:
+    from tensat_py.frontends.knossos import KsProgram, optimize_program
+
+    prog = parse_file(str(BLAS))
+    best = min(
+        r.cost for r in R.replay_all(prog, BLAS.read_text(), trials=1) if r.best.function == "rscl"
+    )
+    res = optimize_program(KsProgram(prog), only={"rscl"}).defs[0]
+    assert res.message == "verified"
+    assert res.cost_after <= best + 1e-9

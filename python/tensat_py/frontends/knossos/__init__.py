@@ -275,6 +275,7 @@ def optimize_program(
     verify: bool = True,
     only: set[str] | None = None,
     fold_constants: bool = True,
+    hoist: bool = True,
 ) -> KsOptimizeResult:
     """Optimise every def of ``prog`` (or those named in ``only``) by equality saturation
     under RLO's cost model.
@@ -287,12 +288,15 @@ def optimize_program(
             and keep the original when they differ.
         fold_constants: add the Rust core's constant-folding rules
             (``_core.RuleSet.constant_folding()``, RLO's ``cprop_*``).
+        hoist: also try the extracted and the original def with loop invariants hoisted
+            (:mod:`.hoist`); the cheapest candidate the evaluator accepts is kept.
 
     Returns:
         the program with optimised bodies and per-def results (costs in RLO units).
     """
     from tensat_py import _core
     from tensat_py.frontends.knossos import evaluate
+    from tensat_py.frontends.knossos.hoist import hoist_def
     from tensat_py.pipeline import load_rules
 
     p = prog.program
@@ -339,22 +343,45 @@ def optimize_program(
             )
         )
         after, term = eg.extract_rlo(costs)
+        # Candidates, cheapest first that the evaluator accepts: the extracted term, and
+        # with loop invariants hoisted (hoist.py: RLO's new_bind + lift_bind) the
+        # extracted term and the original.
+        cands: list[tuple[float, Def]] = []
+        if after < before - 1e-9:
+            extracted = Def(item.name, item.ret, item.params, raise_term(term), item.line)
+            cands.append((after, extracted))
+        if hoist:
+            bases = [item] + [d for _, d in cands]
+            for base_def in bases:
+                h = hoist_def(base_def)
+                try:
+                    hc = _core.rlo_cost(lower(h, sigs)[0], costs)
+                except (Untranslatable, ValueError):
+                    continue
+                if hc < before - 1e-9:
+                    cands.append((hc, h))
+        cands.sort(key=lambda c: c[0])
         seconds = time.perf_counter() - start
-        if after >= before - 1e-9:
+        if not cands:
             results.append(DefResult(item.name, before, before, "unchanged", seconds, stats))
             continue
-        new_def = Def(item.name, item.ret, item.params, raise_term(term), item.line)
-        status, message = "optimised", ""
-        if verify:
-            ok, message = evaluate.compare_defs(p, item, new_def)
-            if not ok:
-                results.append(
-                    DefResult(
-                        item.name, before, before, "failed-verification", seconds, stats, message
-                    )
-                )
-                continue
-        new_items[idx] = new_def
-        results.append(DefResult(item.name, before, after, status, seconds, stats, message))
+        chosen, message, failed = None, "", ""
+        for cost_c, cand in cands:
+            if verify:
+                ok, message = evaluate.compare_defs(p, item, cand)
+                if not ok:
+                    failed = failed or message
+                    continue
+            chosen = (cost_c, cand)
+            break
+        if chosen is None:
+            results.append(
+                DefResult(item.name, before, before, "failed-verification", seconds, stats, failed)
+            )
+            continue
+        new_items[idx] = chosen[1]
+        results.append(
+            DefResult(item.name, before, chosen[0], "optimised", seconds, stats, message)
+        )
     out = KsProgram(Program(new_items, p.file), dict(prog.meta))
     return KsOptimizeResult(out, results)
