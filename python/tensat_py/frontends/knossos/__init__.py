@@ -352,8 +352,8 @@ def optimize_program(
             cands.append((after, extracted))
         if hoist:
             bases = [item] + [d for _, d in cands]
-            for base_def in bases:
-                h = hoist_def(base_def)
+            for base_def, cse in [(b, c) for b in bases for c in (False, True)]:
+                h = hoist_def(base_def, cse=cse)
                 try:
                     hc = _core.rlo_cost(lower(h, sigs)[0], costs)
                 except (Untranslatable, ValueError):

@@ -192,9 +192,78 @@ def _copy_prop(e: Expr, sub: dict[str, str] | None = None) -> Expr:
     return e
 
 
-def hoist_def(d: Def) -> Def:
-    """``d`` with loop invariants hoisted out of every ``build``/``sumbuild``."""
+def _size(e: Expr) -> int:
+    if isinstance(e, Let):
+        return 1 + _size(e.rhs) + _size(e.body)
+    if isinstance(e, Lam):
+        return 1 + _size(e.body)
+    if isinstance(e, If):
+        return 1 + _size(e.cond) + _size(e.then) + _size(e.other)
+    if isinstance(e, Assert):
+        return 1 + _size(e.cond) + _size(e.body)
+    if isinstance(e, Call):
+        return 1 + sum(_size(a) for a in e.args)
+    return 1
+
+
+def _count(e: Expr, banned: frozenset[str], out: dict[Expr, int]) -> None:
+    """Occurrences of candidate subexpressions (calls other than ``get``/``tuple`` that
+    use no variable bound inside the scope), not under if branches or assert bodies."""
+    if isinstance(e, Let):
+        _count(e.rhs, banned, out)
+        _count(e.body, banned | set(e.vars), out)
+    elif isinstance(e, Lam):
+        _count(e.body, banned | {e.var}, out)
+    elif isinstance(e, If):
+        _count(e.cond, banned, out)
+    elif isinstance(e, Call):
+        if not e.name.startswith("get$") and e.name != "tuple" and not (free_vars(e) & banned):
+            out[e] = out.get(e, 0) + 1
+        for a in e.args:
+            _count(a, banned, out)
+
+
+class _Cse:
+    """RLO's ``new_bind`` + ``cse_bind``: a call occurring twice or more in a scope (the
+    def body or a lambda body) is bound once in a ``let`` at the top of that scope."""
+
+    def __init__(self, hoister: _Hoister) -> None:
+        self.h = hoister
+
+    def scope(self, e: Expr) -> Expr:
+        e = self.inner(e)
+        while True:
+            counts: dict[Expr, int] = {}
+            _count(e, frozenset(), counts)
+            dups = [x for x, k in counts.items() if k >= 2]
+            if not dups:
+                return e
+            best = max(dups, key=_size)
+            v = self.h.fresh()
+            e = Let((v,), best, _replace(e, {best: v}))
+
+    def inner(self, e: Expr) -> Expr:
+        if isinstance(e, Lam):
+            return Lam(e.var, e.type, self.scope(e.body))
+        if isinstance(e, Let):
+            return Let(e.vars, self.inner(e.rhs), self.inner(e.body), e.tupled)
+        if isinstance(e, If):
+            return If(self.inner(e.cond), self.inner(e.then), self.inner(e.other))
+        if isinstance(e, Assert):
+            return Assert(self.inner(e.cond), self.inner(e.body))
+        if isinstance(e, Call):
+            return Call(e.name, tuple(self.inner(a) for a in e.args))
+        return e
+
+
+def hoist_def(d: Def, cse: bool = False) -> Def:
+    """``d`` with loop invariants hoisted out of every ``build``/``sumbuild``; with
+    ``cse``, repeated calls in a scope are then bound once (:class:`_Cse`)."""
     used: set[str] = {p for p, _ in d.params}
     _names(d.body, used)
-    body = _copy_prop(_Hoister(used).expr(d.body))
+    hoister = _Hoister(used)
+    body = hoister.expr(d.body)
+    if cse:
+        body = _Cse(hoister).scope(body)
+    body = _copy_prop(body)
     return Def(d.name, d.ret, d.params, body, d.line)
