@@ -350,8 +350,9 @@ def optimize_program(
         if after < before - 1e-9:
             extracted = Def(item.name, item.ret, item.params, raise_term(term), item.line)
             cands.append((after, extracted))
-        if hoist:
-            bases = [item] + [d for _, d in cands]
+
+        def hoisted(bases: list[Def], before: float = before) -> list[tuple[float, Def]]:
+            out: list[tuple[float, Def]] = []
             for base_def, cse in [(b, c) for b in bases for c in (False, True)]:
                 h = hoist_def(base_def, cse=cse)
                 try:
@@ -359,7 +360,31 @@ def optimize_program(
                 except (Untranslatable, ValueError):
                     continue
                 if hc < before - 1e-9:
-                    cands.append((hc, h))
+                    out.append((hc, h))
+            return out
+
+        if hoist:
+            cands += hoisted([item] + [d for _, d in cands])
+            # A second round: saturate the cheapest hoisted program (lets, inlining and
+            # index/size-of-build now apply to it), then hoist again.
+            if cands:
+                best = min(cands, key=lambda c: c[0])[1]
+                try:
+                    eg2 = _core.EGraph(lower(best, sigs)[0])
+                    eg2.saturate(
+                        ruleset,
+                        k_multi=0,
+                        node_limit=node_limit,
+                        iter_limit=iter_limit,
+                        time_limit=time_limit,
+                        cycle_filter="none",
+                    )
+                    c2, t2 = eg2.extract_rlo(costs)
+                    d2 = Def(item.name, item.ret, item.params, raise_term(t2), item.line)
+                    cands.append((c2, d2))
+                    cands += hoisted([d2])
+                except (Untranslatable, ValueError):
+                    pass
         cands.sort(key=lambda c: c[0])
         seconds = time.perf_counter() - start
         if not cands:
