@@ -127,13 +127,14 @@ def test_hoisting_moves_invariants_out_of_loops_only() -> None:
 
 
 @needs_data
-def test_optimising_rscl_reaches_rlos_best() -> None:
+@pytest.mark.parametrize("name", ["rscl", "syr2"])
+def test_optimising_reaches_rlos_best(name: str) -> None:
     from tensat_py.frontends.knossos import KsProgram, optimize_program
 
     prog = parse_file(str(BLAS))
     best = min(
-        r.cost for r in R.replay_all(prog, BLAS.read_text(), trials=1) if r.best.function == "rscl"
+        r.cost for r in R.replay_all(prog, BLAS.read_text(), trials=1) if r.best.function == name
     )
-    res = optimize_program(KsProgram(prog), only={"rscl"}).defs[0]
+    res = optimize_program(KsProgram(prog), only={name}).defs[0]
     assert res.message == "verified"
     assert res.cost_after <= best + 1e-9

@@ -276,6 +276,7 @@ def optimize_program(
     only: set[str] | None = None,
     fold_constants: bool = True,
     hoist: bool = True,
+    rounds: int = 3,
 ) -> KsOptimizeResult:
     """Optimise every def of ``prog`` (or those named in ``only``) by equality saturation
     under RLO's cost model.
@@ -290,6 +291,8 @@ def optimize_program(
             (``_core.RuleSet.constant_folding()``, RLO's ``cprop_*``).
         hoist: also try the extracted and the original def with loop invariants hoisted
             (:mod:`.hoist`); the cheapest candidate the evaluator accepts is kept.
+        rounds: with ``hoist``, how many times the cheapest candidate is saturated and
+            hoisted again.
 
     Returns:
         the program with optimised bodies and per-def results (costs in RLO units).
@@ -365,9 +368,11 @@ def optimize_program(
 
         if hoist:
             cands += hoisted([item] + [d for _, d in cands])
-            # A second round: saturate the cheapest hoisted program (lets, inlining and
+            # Further rounds: saturate the cheapest hoisted program (lets, inlining and
             # index/size-of-build now apply to it), then hoist again.
-            if cands:
+            for _ in range(rounds):
+                if not cands:
+                    break
                 best = min(cands, key=lambda c: c[0])[1]
                 try:
                     eg2 = _core.EGraph(lower(best, sigs)[0])
