@@ -69,6 +69,9 @@ class RuleSet:
     @staticmethod
     def load(path: str) -> RuleSet: ...
     @staticmethod
+    def constant_folding() -> RuleSet:
+        """The built-in constant-folding rules (RLO's ``cprop_*``) on scalar literals."""
+    @staticmethod
     def union(sets: Sequence[RuleSet]) -> RuleSet:
         """The rules of ``sets`` in order; ``ValueError`` when two share a rule name."""
     def names(self) -> list[str]: ...

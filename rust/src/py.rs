@@ -235,6 +235,15 @@ impl RuleSet {
             .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
+    /// The built-in constant-folding rules (`rules::constant_folding`: RLO's `cprop_add`,
+    /// `cprop_sub`, `cprop_mul`, `cprop_div` on scalar literals).
+    #[staticmethod]
+    fn constant_folding() -> RuleSet {
+        RuleSet {
+            inner: rules::constant_folding(),
+        }
+    }
+
     /// The rules of `sets` in order; `ValueError` when two share a rule name.
     #[staticmethod]
     fn union(sets: Vec<PyRef<'_, RuleSet>>) -> PyResult<RuleSet> {

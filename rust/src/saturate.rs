@@ -244,10 +244,27 @@ struct Application<'r> {
     rule: &'r Rule,
     classes: Vec<Id>,
     subst: Subst,
+    /// The folded leaf of a constant-folding rule ([`crate::rules::Fold`]), bound to
+    /// its `out` variable when applied.
+    leaf: Option<Mdl>,
+}
+
+impl Application<'_> {
+    /// The substitution with a fold's leaf bound to the e-class `leaf_id` gives it.
+    fn with_leaf(&self, leaf_id: impl FnOnce(Mdl) -> Option<Id>) -> Option<Subst> {
+        let (Some(fold), Some(leaf)) = (&self.rule.fold, &self.leaf) else {
+            return None;
+        };
+        let mut s = self.subst.clone();
+        s.insert(fold.out, leaf_id(leaf.clone())?);
+        Some(s)
+    }
 }
 
 impl Application<'_> {
     fn found(&self, egraph: &EG, rule_index: &FxHashMap<*const Rule, usize>) -> Found {
+        let folded = self.with_leaf(|l| egraph.lookup(l));
+        let full = folded.as_ref().unwrap_or(&self.subst);
         let mut subst: Vec<(Var, Id)> = Vec::new();
         for p in &self.rule.sources {
             for v in p.vars() {
@@ -260,7 +277,7 @@ impl Application<'_> {
         }
         let mut new_nodes = Some(0);
         for (target, &class) in self.rule.targets.iter().zip(&self.classes) {
-            match plan(egraph, target, &self.subst) {
+            match plan(egraph, target, full) {
                 Some(p) if same_type(&egraph[class].data, p.root_data(egraph)) => {
                     let n = p.slots.iter().filter(|s| matches!(s, Slot::New(_))).count();
                     new_nodes = new_nodes.map(|m| m + n);
@@ -495,10 +512,13 @@ impl Explorer {
         mode: CycleFilter,
         desc: Option<&Descendants>,
     ) -> Outcome {
+        // A fold's leaf is added first (a lone leaf e-class if the target is rejected).
+        let folded = app.with_leaf(|l| Some(self.egraph.add(l)));
+        let subst = folded.as_ref().unwrap_or(&app.subst);
         // Plan every target first: nothing is added unless all of them type-check.
         let mut plans = Vec::with_capacity(app.rule.targets.len());
         for (target, &class) in app.rule.targets.iter().zip(&app.classes) {
-            match plan(&self.egraph, target, &app.subst) {
+            match plan(&self.egraph, target, subst) {
                 Some(p) if same_type(&self.egraph[class].data, p.root_data(&self.egraph)) => {
                     plans.push(p)
                 }
@@ -665,10 +685,18 @@ fn search_single<'r>(egraph: &EG, rules: &[&'r Rule], limits: &Limits) -> Vec<Ap
         for m in rule.sources[0].search(egraph) {
             for subst in m.substs {
                 if rule.check(egraph, &subst) {
+                    let leaf = match &rule.fold {
+                        Some(f) => match f.leaf(egraph, &subst) {
+                            Some(l) => Some(l),
+                            None => continue,
+                        },
+                        None => None,
+                    };
                     apps.push(Application {
                         rule,
                         classes: vec![m.eclass],
                         subst,
+                        leaf,
                     });
                 }
             }
@@ -779,6 +807,7 @@ fn search_multi<'r>(egraph: &EG, rules: &[&'r Rule], limits: &Limits) -> Vec<App
                     rule,
                     classes,
                     subst,
+                    leaf: None,
                 });
             }
         }
@@ -802,6 +831,38 @@ mod tests {
         let x = ex.egraph.add_expr(&a.parse().unwrap());
         let y = ex.egraph.add_expr(&b.parse().unwrap());
         ex.egraph.find(x) == ex.egraph.find(y)
+    }
+
+    #[test]
+    fn constant_folding_adds_the_folded_literal() {
+        let rs = crate::rules::constant_folding();
+        let prog = "(mul (div (scalar 15.0 float64) (scalar 2.0 float64)) \
+                    (sub (scalar 3.0 int64) (scalar 5.0 int64)))";
+        let mut ex = Explorer::new(&prog.parse().unwrap());
+        ex.run(&rs, &Config::default());
+        assert!(same_class(
+            &mut ex,
+            "(div (scalar 15.0 float64) (scalar 2.0 float64))",
+            "(scalar 7.5 float64)"
+        ));
+        assert!(same_class(
+            &mut ex,
+            "(sub (scalar 3.0 int64) (scalar 5.0 int64))",
+            "(scalar -2.0 int64)"
+        ));
+        // The folded operands of the product are not both literals of one dtype.
+        assert!(!same_class(&mut ex, prog, "(scalar -15.0 float64)"));
+    }
+
+    #[test]
+    fn constant_folding_skips_zero_divisors() {
+        let rs = crate::rules::constant_folding();
+        let prog = "(add (div (scalar 1.0 float64) (scalar 0.0 float64)) (scalar 1.0 float64))";
+        let mut ex = Explorer::new(&prog.parse().unwrap());
+        let classes = ex.egraph.number_of_classes();
+        let stats = ex.run(&rs, &Config::default());
+        assert_eq!(stats.applied, 0);
+        assert_eq!(ex.egraph.number_of_classes(), classes);
     }
 
     #[test]

@@ -33,9 +33,9 @@ mod text;
 
 pub use cond::{Cmp, Condition, Expr};
 
-use crate::analysis::TensorAnalysis;
-use crate::lang::Mdl;
-use egg::{EGraph, ENodeOrVar, Pattern, Subst};
+use crate::analysis::{Data, TensorAnalysis};
+use crate::lang::{Float, Mdl};
+use egg::{EGraph, ENodeOrVar, Pattern, Subst, Var};
 use pattern::{parse_pattern, Vars};
 use std::collections::HashMap;
 use std::fmt;
@@ -99,6 +99,129 @@ pub struct Rule {
     pub conditions: Vec<Condition>,
     /// 1-based line where the rule starts in its file.
     pub line: usize,
+    /// A target leaf computed from the match (constant folding, [`constant_folding`]);
+    /// `None` for every rule read from a file.
+    pub fold: Option<Fold>,
+}
+
+/// The arithmetic a [`Fold`] evaluates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoldOp {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b` (never for a zero divisor).
+    Div,
+}
+
+impl FoldOp {
+    fn name(self) -> &'static str {
+        match self {
+            FoldOp::Add => "add",
+            FoldOp::Sub => "sub",
+            FoldOp::Mul => "mul",
+            FoldOp::Div => "div",
+        }
+    }
+}
+
+/// Constant folding as a computed target: `out` is bound, when the rule applies, to a
+/// float leaf holding `op` of the float leaves matched by `a` and `b`. RLO's
+/// `cprop_add`, `cprop_sub`, `cprop_mul` and `cprop_div` (knossos-ksc
+/// `rlo/src/rlo/rewrites.py`) fold such pairs of constants.
+#[derive(Debug, Clone)]
+pub struct Fold {
+    /// The operation.
+    pub op: FoldOp,
+    /// Left operand variable (bound by the source to a float leaf).
+    pub a: Var,
+    /// Right operand variable.
+    pub b: Var,
+    /// The target variable the folded leaf is bound to.
+    pub out: Var,
+    /// Whether the result must be an integer (an `int64` scalar).
+    pub integral: bool,
+}
+
+impl Fold {
+    /// The folded leaf for `subst`, or `None` when an operand is no number, the divisor
+    /// is zero, the result is not finite or (for an integral fold) not an integer.
+    ///
+    /// ```
+    /// use _core::analysis::TensorAnalysis;
+    /// use egg::Searcher;
+    /// let rs = _core::rules::constant_folding();
+    /// let div = rs.get("cprop_div").unwrap();
+    /// let mut eg: egg::EGraph<_core::lang::Mdl, TensorAnalysis> = Default::default();
+    /// eg.add_expr(&"(div (scalar 15.0 float64) (scalar 2.0 float64))".parse().unwrap());
+    /// eg.rebuild();
+    /// let m = div.sources[0].search(&eg);
+    /// let leaf = div.fold.as_ref().unwrap().leaf(&eg, &m[0].substs[0]).unwrap();
+    /// assert_eq!(leaf.to_string(), "7.5");
+    /// ```
+    pub fn leaf(&self, egraph: &EGraph<Mdl, TensorAnalysis>, subst: &Subst) -> Option<Mdl> {
+        let val = |v: Var| match egraph[*subst.get(v)?].data {
+            Data::Float(x) => Some(x),
+            Data::Int(i) => Some(i as f64),
+            _ => None,
+        };
+        let (x, y) = (val(self.a)?, val(self.b)?);
+        let r = match self.op {
+            FoldOp::Add => x + y,
+            FoldOp::Sub => x - y,
+            FoldOp::Mul => x * y,
+            FoldOp::Div if y == 0.0 => return None,
+            FoldOp::Div => x / y,
+        };
+        if !r.is_finite() || (self.integral && r.fract() != 0.0) {
+            return None;
+        }
+        Float::new(r).map(Mdl::Float)
+    }
+}
+
+/// The built-in constant-folding rules for scalar constants (`(scalar v dtype)`, the
+/// Knossos dialect's literals): `cprop_add`, `cprop_sub`, `cprop_mul`, `cprop_div` on
+/// `float64` and `cprop_add_int`, `cprop_sub_int`, `cprop_mul_int` on `int64` (integer
+/// division truncates in Knossos and is not folded). The folded value cannot be written
+/// in the rule DSL, so these rules are built here and added by the Knossos front end
+/// (see docs/knossos.md).
+///
+/// ```
+/// let rs = _core::rules::constant_folding();
+/// assert_eq!(rs.len(), 7);
+/// assert!(rs.rules.iter().all(|r| r.fold.is_some()));
+/// ```
+pub fn constant_folding() -> RuleSet {
+    let mut rules = Vec::new();
+    let ops = [FoldOp::Add, FoldOp::Sub, FoldOp::Mul, FoldOp::Div];
+    for (dtype, suffix, integral) in [("float64", "", false), ("int64", "_int", true)] {
+        for op in ops {
+            if integral && op == FoldOp::Div {
+                continue;
+            }
+            let src = format!("({} (scalar ?a {dtype}) (scalar ?b {dtype}))", op.name());
+            let tgt = format!("(scalar ?c {dtype})");
+            rules.push(Rule {
+                name: format!("cprop_{}{suffix}", op.name()),
+                sources: vec![src.parse().expect("fold source parses")],
+                targets: vec![tgt.parse().expect("fold target parses")],
+                conditions: vec![],
+                line: 0,
+                fold: Some(Fold {
+                    op,
+                    a: "?a".parse().expect("var"),
+                    b: "?b".parse().expect("var"),
+                    out: "?c".parse().expect("var"),
+                    integral,
+                }),
+            });
+        }
+    }
+    RuleSet { rules }
 }
 
 impl Rule {
@@ -152,6 +275,16 @@ impl fmt::Display for Rule {
         )?;
         for (i, c) in self.conditions.iter().enumerate() {
             write!(f, " {} {c}", if i == 0 { "if" } else { "and" })?;
+        }
+        if let Some(fold) = &self.fold {
+            write!(
+                f,
+                " where {} = ({} {} {})",
+                fold.out,
+                fold.op.name(),
+                fold.a,
+                fold.b
+            )?;
         }
         Ok(())
     }
@@ -396,6 +529,7 @@ fn statement(stmt: &[Ch], file: &str) -> Result<Vec<Rule>, RuleError> {
             targets: targets.clone(),
             conditions: conditions.clone(),
             line,
+            fold: None,
         });
         out.push(Rule {
             name: format!("{name}-rev"),
@@ -403,6 +537,7 @@ fn statement(stmt: &[Ch], file: &str) -> Result<Vec<Rule>, RuleError> {
             targets: sources,
             conditions,
             line,
+            fold: None,
         });
     } else {
         out.push(Rule {
@@ -411,6 +546,7 @@ fn statement(stmt: &[Ch], file: &str) -> Result<Vec<Rule>, RuleError> {
             targets,
             conditions,
             line,
+            fold: None,
         });
     }
     Ok(out)

@@ -274,6 +274,9 @@ def optimize_program(
     time_limit: float = 8.0,
     verify: bool = True,
     only: set[str] | None = None,
+    fold_constants: bool = True,
+    hoist: bool = True,
+    rounds: int = 3,
 ) -> KsOptimizeResult:
     """Optimise every def of ``prog`` (or those named in ``only``) by equality saturation
     under RLO's cost model.
@@ -284,12 +287,19 @@ def optimize_program(
         node_limit, iter_limit, time_limit: exploration limits per def (seconds).
         verify: evaluate original and optimised def on random arguments (:mod:`.evaluate`)
             and keep the original when they differ.
+        fold_constants: add the Rust core's constant-folding rules
+            (``_core.RuleSet.constant_folding()``, RLO's ``cprop_*``).
+        hoist: also try the extracted and the original def with loop invariants hoisted
+            (:mod:`.hoist`); the cheapest candidate the evaluator accepts is kept.
+        rounds: with ``hoist``, how many times the cheapest candidate is saturated and
+            hoisted again.
 
     Returns:
         the program with optimised bodies and per-def results (costs in RLO units).
     """
     from tensat_py import _core
     from tensat_py.frontends.knossos import evaluate
+    from tensat_py.frontends.knossos.hoist import hoist_def
     from tensat_py.pipeline import load_rules
 
     p = prog.program
@@ -297,11 +307,14 @@ def optimize_program(
     costs = function_costs(p)
     base = load_rules(rules if rules is not None else DEFAULT_RULES)
     inline_text = _inline_rules(p, sigs)
-    ruleset = (
-        _core.RuleSet.union([base, _core.RuleSet.parse(inline_text, "<inline_call>")])
-        if inline_text.strip()
-        else base
-    )
+    # Constant folding (RLO's cprop_* rules) is built into the Rust core: the folded
+    # value cannot be written in the rule DSL. It is added unless disabled.
+    sets = [base]
+    if fold_constants:
+        sets.append(_core.RuleSet.constant_folding())
+    if inline_text.strip():
+        sets.append(_core.RuleSet.parse(inline_text, "<inline_call>"))
+    ruleset = _core.RuleSet.union(sets) if len(sets) > 1 else base
     results: list[DefResult] = []
     new_items = list(p.items)
     for idx, item in enumerate(p.items):
@@ -333,22 +346,72 @@ def optimize_program(
             )
         )
         after, term = eg.extract_rlo(costs)
+        # Candidates, cheapest first that the evaluator accepts: the extracted term, and
+        # with loop invariants hoisted (hoist.py: RLO's new_bind + lift_bind) the
+        # extracted term and the original.
+        cands: list[tuple[float, Def]] = []
+        if after < before - 1e-9:
+            extracted = Def(item.name, item.ret, item.params, raise_term(term), item.line)
+            cands.append((after, extracted))
+
+        def hoisted(bases: list[Def], before: float = before) -> list[tuple[float, Def]]:
+            out: list[tuple[float, Def]] = []
+            for base_def, cse in [(b, c) for b in bases for c in (False, True)]:
+                h = hoist_def(base_def, cse=cse)
+                try:
+                    hc = _core.rlo_cost(lower(h, sigs)[0], costs)
+                except (Untranslatable, ValueError):
+                    continue
+                if hc < before - 1e-9:
+                    out.append((hc, h))
+            return out
+
+        if hoist:
+            cands += hoisted([item] + [d for _, d in cands])
+            # Further rounds: saturate the cheapest hoisted program (lets, inlining and
+            # index/size-of-build now apply to it), then hoist again.
+            for _ in range(rounds):
+                if not cands:
+                    break
+                best = min(cands, key=lambda c: c[0])[1]
+                try:
+                    eg2 = _core.EGraph(lower(best, sigs)[0])
+                    eg2.saturate(
+                        ruleset,
+                        k_multi=0,
+                        node_limit=node_limit,
+                        iter_limit=iter_limit,
+                        time_limit=time_limit,
+                        cycle_filter="none",
+                    )
+                    c2, t2 = eg2.extract_rlo(costs)
+                    d2 = Def(item.name, item.ret, item.params, raise_term(t2), item.line)
+                    cands.append((c2, d2))
+                    cands += hoisted([d2])
+                except (Untranslatable, ValueError):
+                    pass
+        cands.sort(key=lambda c: c[0])
         seconds = time.perf_counter() - start
-        if after >= before - 1e-9:
+        if not cands:
             results.append(DefResult(item.name, before, before, "unchanged", seconds, stats))
             continue
-        new_def = Def(item.name, item.ret, item.params, raise_term(term), item.line)
-        status, message = "optimised", ""
-        if verify:
-            ok, message = evaluate.compare_defs(p, item, new_def)
-            if not ok:
-                results.append(
-                    DefResult(
-                        item.name, before, before, "failed-verification", seconds, stats, message
-                    )
-                )
-                continue
-        new_items[idx] = new_def
-        results.append(DefResult(item.name, before, after, status, seconds, stats, message))
+        chosen, message, failed = None, "", ""
+        for cost_c, cand in cands:
+            if verify:
+                ok, message = evaluate.compare_defs(p, item, cand)
+                if not ok:
+                    failed = failed or message
+                    continue
+            chosen = (cost_c, cand)
+            break
+        if chosen is None:
+            results.append(
+                DefResult(item.name, before, before, "failed-verification", seconds, stats, failed)
+            )
+            continue
+        new_items[idx] = chosen[1]
+        results.append(
+            DefResult(item.name, before, chosen[0], "optimised", seconds, stats, message)
+        )
     out = KsProgram(Program(new_items, p.file), dict(prog.meta))
     return KsOptimizeResult(out, results)

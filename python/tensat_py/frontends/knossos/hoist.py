@@ -1,0 +1,269 @@
+"""Loop-invariant hoisting on the Knossos syntax tree: RLO's ``new_bind`` + ``lift_bind``
+(knossos-ksc ``rlo/src/rlo/rewrites.py``) composed, as a pass after saturation.
+
+RLO moves a subexpression out of a ``build``/``sumbuild`` body in several steps: bind it
+to a fresh variable where it stands (``new_bind``), then lift that ``let`` over each
+enclosing operator while the bound value does not use a variable the operator binds
+(``lift_bind``), finally over the loop. Those steps need fresh names, which the rule DSL
+cannot create, so they are done here on the extracted program: every maximal
+subexpression of a loop body that mentions neither the loop index nor a variable bound
+inside the body, is not a variable or literal and does not sit under an ``if`` or
+``assert`` (which might not evaluate it), is bound once in a ``let`` just outside the loop
+(all its occurrences share the variable: RLO's ``cse_bind``). Fresh names are ``h$0``,
+``h$1``, ... (deterministic, not used elsewhere in the def). Lets that bind a variable to
+another variable are then substituted away.
+
+The caller prices the result and keeps it only when it is cheaper, after the evaluator
+agrees with the original (see :func:`tensat_py.frontends.knossos.optimize_program`).
+"""
+
+from __future__ import annotations
+
+from tensat_py.frontends.knossos.syntax import (
+    Assert,
+    Call,
+    Const,
+    Def,
+    Expr,
+    If,
+    Lam,
+    Let,
+    Var,
+)
+
+__all__ = ["free_vars", "hoist_def"]
+
+
+def free_vars(e: Expr) -> frozenset[str]:
+    """The free variables of ``e``."""
+    if isinstance(e, Var):
+        return frozenset([e.name])
+    if isinstance(e, Const):
+        return frozenset()
+    if isinstance(e, Let):
+        return free_vars(e.rhs) | (free_vars(e.body) - set(e.vars))
+    if isinstance(e, Lam):
+        return free_vars(e.body) - {e.var}
+    if isinstance(e, If):
+        return free_vars(e.cond) | free_vars(e.then) | free_vars(e.other)
+    if isinstance(e, Assert):
+        return free_vars(e.cond) | free_vars(e.body)
+    assert isinstance(e, Call)
+    out: frozenset[str] = frozenset()
+    for a in e.args:
+        out |= free_vars(a)
+    return out
+
+
+def _names(e: Expr, out: set[str]) -> None:
+    if isinstance(e, Var):
+        out.add(e.name)
+    elif isinstance(e, Let):
+        out.update(e.vars)
+        _names(e.rhs, out)
+        _names(e.body, out)
+    elif isinstance(e, Lam):
+        out.add(e.var)
+        _names(e.body, out)
+    elif isinstance(e, If):
+        for x in (e.cond, e.then, e.other):
+            _names(x, out)
+    elif isinstance(e, Assert):
+        _names(e.cond, out)
+        _names(e.body, out)
+    elif isinstance(e, Call):
+        for a in e.args:
+            _names(a, out)
+
+
+class _Hoister:
+    def __init__(self, used: set[str]) -> None:
+        self.used = used
+        self.n = 0
+
+    def fresh(self) -> str:
+        while f"h${self.n}" in self.used:
+            self.n += 1
+        name = f"h${self.n}"
+        self.used.add(name)
+        return name
+
+    def expr(self, e: Expr) -> Expr:
+        """Hoist inside ``e`` (innermost loops first), then out of ``e`` if a loop."""
+        if isinstance(e, Let):
+            return Let(e.vars, self.expr(e.rhs), self.expr(e.body), e.tupled)
+        if isinstance(e, Lam):
+            return Lam(e.var, e.type, self.expr(e.body))
+        if isinstance(e, If):
+            return If(self.expr(e.cond), self.expr(e.then), self.expr(e.other))
+        if isinstance(e, Assert):
+            return Assert(self.expr(e.cond), self.expr(e.body))
+        if not isinstance(e, Call):
+            return e
+        e = Call(e.name, tuple(self.expr(a) for a in e.args))
+        if e.name in ("build", "sumbuild") and len(e.args) == 2 and isinstance(e.args[1], Lam):
+            return self.loop(e)
+        return e
+
+    def loop(self, e: Call) -> Expr:
+        lam = e.args[1]
+        assert isinstance(lam, Lam)
+        found: list[Expr] = []
+        self.collect(lam.body, frozenset([lam.var]), found)
+        if not found:
+            return e
+        names: dict[Expr, str] = {}
+        for s in found:
+            if s not in names:
+                names[s] = self.fresh()
+        body = _replace(lam.body, names)
+        out: Expr = Call(e.name, (e.args[0], Lam(lam.var, lam.type, body)))
+        for s, v in reversed(list(names.items())):
+            out = Let((v,), s, out)
+        return out
+
+    def collect(self, e: Expr, banned: frozenset[str], found: list[Expr]) -> None:
+        """Maximal invariant, non-trivial subexpressions of ``e`` (not under if/assert)."""
+        if isinstance(e, (Var, Const)):
+            return
+        if not (free_vars(e) & banned) and not isinstance(e, Lam):
+            found.append(e)
+            return
+        if isinstance(e, Let):
+            self.collect(e.rhs, banned, found)
+            self.collect(e.body, banned | set(e.vars), found)
+        elif isinstance(e, Call):
+            for a in e.args:
+                if isinstance(a, Lam):
+                    self.collect(a.body, banned | {a.var}, found)
+                else:
+                    self.collect(a, banned, found)
+        elif isinstance(e, If):
+            self.collect(e.cond, banned, found)
+
+
+def _replace(e: Expr, names: dict[Expr, str]) -> Expr:
+    """``e`` with the subexpressions in ``names`` replaced by their variables; under a
+    binder of a variable free in a hoisted term, that term means something else and is
+    left alone (fresh names cannot be captured)."""
+    if not names:
+        return e
+    if e in names:
+        return Var(names[e])
+    if isinstance(e, Let):
+        inner = _unshadowed(names, set(e.vars))
+        return Let(e.vars, _replace(e.rhs, names), _replace(e.body, inner), e.tupled)
+    if isinstance(e, Lam):
+        return Lam(e.var, e.type, _replace(e.body, _unshadowed(names, {e.var})))
+    if isinstance(e, If):
+        return If(_replace(e.cond, names), e.then, e.other)
+    if isinstance(e, Assert):
+        return e
+    if isinstance(e, Call):
+        return Call(e.name, tuple(_replace(a, names) for a in e.args))
+    return e
+
+
+def _unshadowed(names: dict[Expr, str], bound: set[str]) -> dict[Expr, str]:
+    return {k: v for k, v in names.items() if not (free_vars(k) & bound)}
+
+
+def _copy_prop(e: Expr, sub: dict[str, str] | None = None) -> Expr:
+    """Substitute away ``(let (h$k v) body)`` where ``v`` is a variable (only for the
+    fresh ``h$`` names, which are bound exactly once)."""
+    sub = sub or {}
+    if isinstance(e, Var):
+        return Var(sub.get(e.name, e.name))
+    if isinstance(e, Let):
+        rhs = _copy_prop(e.rhs, sub)
+        if len(e.vars) == 1 and e.vars[0].startswith("h$") and isinstance(rhs, Var):
+            return _copy_prop(e.body, {**sub, e.vars[0]: rhs.name})
+        inner = {k: v for k, v in sub.items() if k not in e.vars}
+        return Let(e.vars, rhs, _copy_prop(e.body, inner), e.tupled)
+    if isinstance(e, Lam):
+        inner = {k: v for k, v in sub.items() if k != e.var}
+        return Lam(e.var, e.type, _copy_prop(e.body, inner))
+    if isinstance(e, If):
+        return If(*(_copy_prop(x, sub) for x in (e.cond, e.then, e.other)))
+    if isinstance(e, Assert):
+        return Assert(_copy_prop(e.cond, sub), _copy_prop(e.body, sub))
+    if isinstance(e, Call):
+        return Call(e.name, tuple(_copy_prop(a, sub) for a in e.args))
+    return e
+
+
+def _size(e: Expr) -> int:
+    if isinstance(e, Let):
+        return 1 + _size(e.rhs) + _size(e.body)
+    if isinstance(e, Lam):
+        return 1 + _size(e.body)
+    if isinstance(e, If):
+        return 1 + _size(e.cond) + _size(e.then) + _size(e.other)
+    if isinstance(e, Assert):
+        return 1 + _size(e.cond) + _size(e.body)
+    if isinstance(e, Call):
+        return 1 + sum(_size(a) for a in e.args)
+    return 1
+
+
+def _count(e: Expr, banned: frozenset[str], out: dict[Expr, int]) -> None:
+    """Occurrences of candidate subexpressions (calls other than ``get``/``tuple`` that
+    use no variable bound inside the scope), not under if branches or assert bodies."""
+    if isinstance(e, Let):
+        _count(e.rhs, banned, out)
+        _count(e.body, banned | set(e.vars), out)
+    elif isinstance(e, Lam):
+        _count(e.body, banned | {e.var}, out)
+    elif isinstance(e, If):
+        _count(e.cond, banned, out)
+    elif isinstance(e, Call):
+        if not e.name.startswith("get$") and e.name != "tuple" and not (free_vars(e) & banned):
+            out[e] = out.get(e, 0) + 1
+        for a in e.args:
+            _count(a, banned, out)
+
+
+class _Cse:
+    """RLO's ``new_bind`` + ``cse_bind``: a call occurring twice or more in a scope (the
+    def body or a lambda body) is bound once in a ``let`` at the top of that scope."""
+
+    def __init__(self, hoister: _Hoister) -> None:
+        self.h = hoister
+
+    def scope(self, e: Expr) -> Expr:
+        e = self.inner(e)
+        while True:
+            counts: dict[Expr, int] = {}
+            _count(e, frozenset(), counts)
+            dups = [x for x, k in counts.items() if k >= 2]
+            if not dups:
+                return e
+            best = max(dups, key=_size)
+            v = self.h.fresh()
+            e = Let((v,), best, _replace(e, {best: v}))
+
+    def inner(self, e: Expr) -> Expr:
+        if isinstance(e, Lam):
+            return Lam(e.var, e.type, self.scope(e.body))
+        if isinstance(e, Let):
+            return Let(e.vars, self.inner(e.rhs), self.inner(e.body), e.tupled)
+        if isinstance(e, If):
+            return If(self.inner(e.cond), self.inner(e.then), self.inner(e.other))
+        if isinstance(e, Assert):
+            return Assert(self.inner(e.cond), self.inner(e.body))
+        if isinstance(e, Call):
+            return Call(e.name, tuple(self.inner(a) for a in e.args))
+        return e
+
+
+def hoist_def(d: Def, cse: bool = False) -> Def:
+    """``d`` with loop invariants hoisted out of every ``build``/``sumbuild``; with
+    ``cse``, repeated calls in a scope are then bound once (:class:`_Cse`)."""
+    used: set[str] = {p for p, _ in d.params}
+    _names(d.body, used)
+    hoister = _Hoister(used)
+    body = hoister.expr(d.body)
+    if cse:
+        body = _Cse(hoister).scope(body)
+    body = _copy_prop(body)
+    return Def(d.name, d.ret, d.params, body, d.line)

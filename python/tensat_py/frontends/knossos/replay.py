@@ -1,0 +1,635 @@
+"""Replay RLO's published ``; BEST`` rewrite sequences on a Knossos program.
+
+``blas_train.kso`` (shared data ``rlo/``) carries lines
+``; BEST <ruleset> <function> <expert|rlo> <run> ; [[node_index, rule_name], ...]``:
+the best rewrite sequences experts and RLO found. To compare with them we rebuild, from
+our own syntax tree, the expression RLO optimises and apply each step at its node index.
+
+Facts taken from RLO's source (microsoft/knossos-ksc, ``rlo/src/rlo/``; this is our own
+implementation of them):
+
+* ``sparser.py``: a file becomes, per function ``f``, the chain
+  ``(let d1 (lam ..) (let d2 (lam ..) ... f))`` of the non-``cost$`` defs up to ``f``
+  in file order, then ``rewrites.delete_unused_defs`` drops defs ``f`` does not use. A
+  def of several parameters takes one tuple argument ``varN``; its body is wrapped as
+  ``(let pK (select varN K) ... (let p0 (select varN 0) body))`` (last parameter
+  outermost). ``build``/``sumbuild`` hold ``[size, var, body]``; ``let`` holds
+  ``[var, value, body]``; calls of functions are ``apply(var f, arg)`` with a tuple for
+  several arguments; ``get$i$n`` is ``select(tuple, i-1)``; ``neg x`` is ``sub 0.0 x``,
+  ``lt``/``lte`` swap into ``gt``/``gte``.
+* ``expression.py``: node indices are pre-order over every child (binding occurrences
+  of variables included); ``node_ids_with_environment`` gives let-bound variables
+  their binder; ``replace_subtree`` renames binders on the path that would capture;
+  fresh names are ``var<N>`` above every ``var<k>`` present.
+* ``rewrites.py``: the rules ``inline_let``, ``delete_let``, ``inline_call``,
+  ``select_of_tuple``, ``index_of_build``, ``size_of_build``, ``commute_add``,
+  ``commute_mul``, ``add_of_muls``, ``new_bind``, ``lift_bind``, ``cse_bind``,
+  ``let_recover``; ``new_bind`` and ``lift_bind`` are identified by the *child* node
+  but replace its parent.
+
+:func:`replay` applies a sequence and raises :class:`ReplayError` naming the step when
+one does not apply; :func:`to_def` turns the result back into a :class:`Def` of the
+original signature for the evaluator and our cost model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tensat_py.frontends.knossos.syntax import (
+    Assert,
+    Call,
+    Const,
+    Def,
+    Expr,
+    If,
+    Lam,
+    Let,
+    Program,
+    Var,
+)
+
+__all__ = ["Node", "BestLine", "ReplayError", "best_lines", "rlo_expr", "replay", "to_def"]
+
+_ARITY = {
+    "add": 2, "sub": 2, "mul": 2, "div": 2, "exp": 1, "log": 1, "eq": 2, "gt": 2,
+    "gte": 2, "to_float": 1, "index": 2, "size": 1, "sum": 1, "deltaVec": 3,
+    "constVec": 2, "assert": 2, "if": 3,
+}  # fmt: skip
+_BINDERS = ("let", "lam", "build", "sumbuild")
+
+
+class ReplayError(ValueError):
+    """A BEST step that does not apply (the message names the line and the step)."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """An RLO-shaped expression node: ``op`` with ``kids``; ``name`` for variables,
+    ``value`` for constants, ``size`` for ``select``; ``type`` for lam parameters."""
+
+    op: str
+    kids: tuple[Node, ...] = ()
+    name: str = ""
+    value: object = None
+    size: int = 0
+    type: object = None
+
+    @property
+    def num(self) -> int:
+        """Number of nodes in this subtree."""
+        return _num(self)
+
+    @property
+    def free(self) -> frozenset[str]:
+        """Free variable names (RLO's ``free_var_names``)."""
+        return _free(self)
+
+    def bvi(self) -> int:
+        """Index of the bound variable among the children of a binder."""
+        return 0 if self.op in ("lam", "let") else 1
+
+    def binds_in(self, i: int) -> bool:
+        """Whether the bound variable scopes over child ``i``."""
+        return i == self.bvi() or i == len(self.kids) - 1
+
+    def with_kids(self, kids: Sequence[Node]) -> Node:
+        """A copy with other children."""
+        return Node(self.op, tuple(kids), self.name, self.value, self.size, self.type)
+
+
+def _num(n: Node) -> int:
+    return 1 + sum(_num(k) for k in n.kids)
+
+
+def _free(n: Node) -> frozenset[str]:
+    if n.op == "var":
+        return frozenset([n.name])
+    if n.op in _BINDERS:
+        inner: set[str] = set()
+        outer: set[str] = set()
+        for i, k in enumerate(n.kids):
+            (inner if n.binds_in(i) else outer).update(_free(k))
+        inner.discard(n.kids[n.bvi()].name)
+        return frozenset(inner | outer)
+    out: set[str] = set()
+    for k in n.kids:
+        out |= _free(k)
+    return frozenset(out)
+
+
+def _var(name: str, t: object = None) -> Node:
+    return Node("var", name=name, type=t)
+
+
+def _const(v: object) -> Node:
+    return Node("const", value=v)
+
+
+def _next_var(*ns: Node) -> int:
+    best = 0
+    for n in ns:
+        stack = [n]
+        while stack:
+            x = stack.pop()
+            if x.op == "var":
+                m = re.fullmatch(r"var(\d+)", x.name)
+                if m:
+                    best = max(best, int(m.group(1)) + 1)
+            stack.extend(x.kids)
+    return best
+
+
+def _new_var(*ns: Node, t: object = None) -> Node:
+    return _var(f"var{_next_var(*ns)}", t)
+
+
+def _alpha_eq(a: Node, b: Node, env: dict[str, str] | None = None) -> bool:
+    env = env or {}
+    if a.op != b.op or len(a.kids) != len(b.kids):
+        return False
+    if a.op == "var":
+        return env.get(a.name, a.name) == b.name
+    if a.op == "const":
+        return a.value == b.value and type(a.value) is type(b.value)
+    if a.op == "select" and a.size != b.size:
+        return False
+    inner = env
+    if a.op in _BINDERS:
+        inner = {**env, a.kids[a.bvi()].name: b.kids[b.bvi()].name}
+    for i, (x, y) in enumerate(zip(a.kids, b.kids, strict=True)):
+        if a.op in _BINDERS and i == a.bvi():
+            continue
+        if not _alpha_eq(x, y, inner if a.op in _BINDERS and a.binds_in(i) else env):
+            return False
+    return True
+
+
+# --- from our syntax tree -----------------------------------------------------------
+
+
+def from_expr(e: Expr) -> Node:
+    """RLO's form of one of our expressions (``sparser._convert_to_expr``)."""
+    if isinstance(e, Const):
+        return _const(e.value)
+    if isinstance(e, Var):
+        return _var(e.name)
+    if isinstance(e, Let):
+        if e.tupled:
+            raise ReplayError("RLO has no tuple-binding let")
+        body = from_expr(e.body)
+        if len(e.vars) == 1:
+            return Node("let", (_var(e.vars[0]), from_expr(e.rhs), body))
+        raise ReplayError("unexpected let form")
+    if isinstance(e, Lam):
+        return Node("lam", (_var(e.var, e.type), from_expr(e.body)))
+    if isinstance(e, If):
+        return Node("if", (from_expr(e.cond), from_expr(e.then), from_expr(e.other)))
+    if isinstance(e, Assert):
+        return Node("assert", (from_expr(e.cond), from_expr(e.body)))
+    assert isinstance(e, Call)
+    name, args = e.name, e.args
+    if name in ("build", "sumbuild"):
+        lam = args[1]
+        assert isinstance(lam, Lam)
+        return Node(name, (from_expr(args[0]), _var(lam.var, lam.type), from_expr(lam.body)))
+    m = re.fullmatch(r"get\$(\d+)\$(\d+)", name)
+    if m:
+        idx = _const(int(m.group(1)) - 1)
+        return Node("select", (from_expr(args[0]), idx), size=int(m.group(2)))
+    kids = tuple(from_expr(a) for a in args)
+    if name == "tuple":
+        return Node("tuple", kids)
+    if name == "neg":
+        return Node("sub", (_const(0.0), kids[0]))
+    if name in ("lt", "lte"):
+        return Node({"lt": "gt", "lte": "gte"}[name], (kids[1], kids[0]))
+    if name in _ARITY and len(kids) == _ARITY[name]:
+        return Node(name, kids)
+    arg = kids[0] if len(kids) == 1 else Node("tuple", kids)
+    return Node("apply", (_var(name), arg))
+
+
+def _def_lam(d: Def) -> Node:
+    body = from_expr(d.body)
+    if len(d.params) == 1:
+        p, t = d.params[0]
+        return Node("lam", (_var(p, t), body))
+    av = _new_var(Node("tuple", tuple(_var(p) for p, _ in d.params)))
+    av = _var(av.name, tuple(t for _, t in d.params))
+    for i, (p, _) in enumerate(d.params):
+        body = Node("let", (_var(p), Node("select", (av, _const(i)), size=len(d.params)), body))
+    return Node("lam", (av, body))
+
+
+def rlo_expr(prog: Program, name: str) -> Node:
+    """The expression RLO optimises for def ``name``: the let chain of the defs up to it,
+    unused ones deleted (``sparser.parse_defs``, ``rewrites.delete_unused_defs``)."""
+    chain: list[tuple[str, Node]] = []
+    for d in prog.defs:
+        if d.name.startswith("cost$"):
+            continue
+        chain.append((d.name, _def_lam(d)))
+        if d.name == name:
+            break
+    else:
+        raise ReplayError(f"no def `{name}`")
+    e: Node = _var(name)
+    for n, lam in reversed(chain):
+        e = Node("let", (_var(n), lam, e))
+    while True:  # delete_def, first applicable in pre-order, until none applies
+        found = False
+        for idx, n, _ in _walk(e):
+            if n.op == "let" and n.kids[1].op == "lam" and n.kids[0].name not in n.kids[2].free:
+                e = _replace(e, idx, lambda x: x.kids[2])
+                found = True
+                break
+        if not found:
+            return e
+
+
+# --- traversal and capture-avoiding replacement ----------------------------------------
+
+
+Env = dict[str, tuple[int, Node]]
+
+
+def _walk(e: Node, off: int = 0, env: Env | None = None):
+    """Pre-order ``(index, node, env)`` skipping binding occurrences; env maps
+    let-bound names to ``(binder index, value)`` (``node_ids_with_environment``)."""
+    env = env if env is not None else {}
+    yield off, e, env
+    c = off + 1
+    if e.op in _BINDERS:
+        bv = e.kids[e.bvi()].name
+        if e.op == "let":
+            benv = {**env, bv: (off, e.kids[1])}
+        else:
+            benv = {k: v for k, v in env.items() if k != bv}
+        for i, k in enumerate(e.kids):
+            if i != e.bvi():
+                yield from _walk(k, c, benv if e.binds_in(i) else env)
+            c += k.num
+    else:
+        for k in e.kids:
+            yield from _walk(k, c, env)
+            c += k.num
+
+
+def _node_at(e: Node, idx: int) -> Node:
+    while idx:
+        idx -= 1
+        for k in e.kids:
+            if idx < k.num:
+                e = k
+                break
+            idx -= k.num
+        else:
+            raise IndexError(idx)
+    return e
+
+
+def _subst(e: Node, sub: dict[str, Node], target=None) -> Node:
+    """RLO's ``_cav_helper``: replace the node at ``target = (idx, fn, preserve)`` with
+    ``fn(old)`` and free variables per ``sub``, renaming binders that would capture."""
+    if target is not None:
+        idx, fn, preserve = target
+        if idx == 0:
+            return fn(_subst(e, sub) if sub else e)
+    if e.op == "var":
+        return sub.get(e.name, e)
+    keep = {k: v for k, v in sub.items() if k in e.free}
+    if target is None and not keep:
+        return e
+    vals = ([target[2]] if target is not None else []) + list(keep.values())
+    bkeep = keep
+    if e.op in _BINDERS:
+        bv = e.kids[e.bvi()]
+        if any(bv.name in v.free for v in vals):
+            nv = _var(_new_var(e, *vals).name, bv.type)
+            bkeep = {**keep, bv.name: nv}
+    t = target[0] - 1 if target is not None else None
+    kids = []
+    for i, k in enumerate(e.kids):
+        kt = None
+        if t is not None:
+            if t < k.num:
+                kt = (t, target[1], target[2])
+                t = None
+            else:
+                t -= k.num
+        s = bkeep if e.op in _BINDERS and e.binds_in(i) else keep
+        kids.append(_subst(k, s, kt))
+    return e.with_kids(kids)
+
+
+def _replace(e: Node, idx: int, fn: Callable[[Node], Node], preserve: Node | None = None) -> Node:
+    return _subst(e, {}, (idx, fn, preserve if preserve is not None else _const(0)))
+
+
+def _rename_free(e: Node, name: str, nv: Node) -> Node:
+    return _subst(e, {name: nv})
+
+
+# --- the rules ----------------------------------------------------------------------
+
+
+def _local(op: str, ok: Callable[[Node], bool], fn: Callable[[Node], Node]):
+    def apply(e: Node, idx: int, env: Env) -> Node | None:
+        n = _node_at(e, idx)
+        if n.op != op or not ok(n):
+            return None
+        return _replace(e, idx, fn)
+
+    return apply
+
+
+def _inline_let(e: Node, idx: int, env: Env) -> Node | None:
+    n = _node_at(e, idx)
+    if n.op != "var" or n.name not in env or env[n.name][1].op == "lam":
+        return None
+    binder, val = env[n.name]
+    return _replace(e, binder, lambda b: _replace(b, idx - binder, lambda _: val, val))
+
+
+def _inline_call(e: Node, idx: int, env: Env) -> Node | None:
+    n = _node_at(e, idx)
+    if n.op != "apply" or n.kids[0].name not in env:
+        return None
+    binder, func = env[n.kids[0].name]
+    if func.op != "lam":
+        return None
+
+    def at_binder(b: Node) -> Node:
+        return _replace(
+            b,
+            idx - binder,
+            lambda app: Node("let", (func.kids[0], app.kids[1], func.kids[1])),
+            func.kids[1],
+        )
+
+    return _replace(e, binder, at_binder)
+
+
+def _parent_rule(check: Callable[[Node, Node], bool], fn: Callable[[Node, Node, int], Node]):
+    """``ReplaceParentRule``: ``idx`` names a child; the parent is rewritten."""
+
+    def apply(e: Node, idx: int, env: Env) -> Node | None:
+        for off, p, _ in _walk(e):
+            c = off + 1
+            for i, k in enumerate(p.kids):
+                if c == idx:
+                    if p.op in _BINDERS and i == p.bvi():
+                        return None
+                    if not check(k, p):
+                        return None
+                    return _replace(e, off, lambda par, i=i: fn(par.kids[i], par, i))
+                c += k.num
+        return None
+
+    return apply
+
+
+def _new_bind_ok(k: Node, p: Node) -> bool:
+    return p.op not in ("lam", "let") and k.op != "let" and k.num > 1
+
+
+def _new_bind(k: Node, p: Node, i: int) -> Node:
+    nv = _new_var(k)
+    return p.with_kids(p.kids[:i] + (Node("let", (nv, k, nv)),) + p.kids[i + 1 :])
+
+
+def _lift_bind_ok(k: Node, p: Node) -> bool:
+    return (
+        p.op != "lam"
+        and not (p.op == "let" and p.kids[1].op == "lam")
+        and k.op == "let"
+        and not (p.op in _BINDERS and p.kids[p.bvi()].name in k.kids[1].free)
+    )
+
+
+def _lift_bind(k: Node, p: Node, i: int) -> Node:
+    x, val, body = k.kids
+    if any(x.name in s.free for j, s in enumerate(p.kids) if j != i):
+        nv = _new_var(p)
+        body = _rename_free(body, x.name, nv)
+        x = nv
+    return Node("let", (x, val, p.with_kids(p.kids[:i] + (body,) + p.kids[i + 1 :])))
+
+
+def _cse_ok(n: Node) -> bool:
+    inner = n.kids[2]
+    return (
+        inner.op == "let"
+        and _alpha_eq(n.kids[1], inner.kids[1])
+        and n.kids[0].name not in inner.kids[1].free
+    )
+
+
+def _cse(n: Node) -> Node:
+    inner = n.kids[2]
+    if inner.kids[0].name == n.kids[0].name:
+        body = inner.kids[2]
+    else:
+        body = _rename_free(inner.kids[2], inner.kids[0].name, n.kids[0])
+    return Node("let", (n.kids[0], n.kids[1], body))
+
+
+def _is(op: str, n: Node) -> bool:
+    return n.op == op
+
+
+RULES: dict[str, Callable[[Node, int, Env], Node | None]] = {
+    "inline_let": _inline_let,
+    "inline_call": _inline_call,
+    "delete_let": _local(
+        "let", lambda n: n.kids[0].name not in n.kids[2].free, lambda n: n.kids[2]
+    ),
+    "let_recover": _local(
+        "let",
+        lambda n: n.kids[2].op == "var" and n.kids[2].name == n.kids[0].name,
+        lambda n: n.kids[1],
+    ),
+    "select_of_tuple": _local(
+        "select", lambda n: n.kids[0].op == "tuple", lambda n: n.kids[0].kids[n.kids[1].value]
+    ),
+    "size_of_build": _local("size", lambda n: n.kids[0].op == "build", lambda n: n.kids[0].kids[0]),
+    "index_of_build": _local(
+        "index",
+        lambda n: n.kids[1].op == "build",
+        lambda n: Node("let", (n.kids[1].kids[1], n.kids[0], n.kids[1].kids[2])),
+    ),
+    "commute_add": _local("add", lambda n: True, lambda n: n.with_kids(n.kids[::-1])),
+    "commute_mul": _local("mul", lambda n: True, lambda n: n.with_kids(n.kids[::-1])),
+    "add_of_muls": _local(
+        "add",
+        lambda n: (
+            _is("mul", n.kids[0])
+            and _is("mul", n.kids[1])
+            and _alpha_eq(n.kids[0].kids[0], n.kids[1].kids[0])
+        ),
+        lambda n: Node(
+            "mul",
+            (n.kids[0].kids[0], Node("add", (n.kids[0].kids[1], n.kids[1].kids[1]))),
+        ),
+    ),
+    "cse_bind": _local("let", _cse_ok, _cse),
+    "new_bind": _parent_rule(_new_bind_ok, _new_bind),
+    "lift_bind": _parent_rule(_lift_bind_ok, _lift_bind),
+}
+
+
+@dataclass(frozen=True)
+class BestLine:
+    """One ``; BEST`` line: rule set, function, ``expert``/``rlo``, run, steps, line no."""
+
+    ruleset: str
+    function: str
+    who: str
+    run: str
+    steps: tuple[tuple[int, str], ...]
+    line: int
+    text: str
+
+
+def best_lines(text: str) -> list[BestLine]:
+    """Every ``; BEST`` line of a ``.kso`` text."""
+    import json
+
+    out = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        m = re.match(r";\s*BEST\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*;\s*(\[.*\])\s*$", raw)
+        if m:
+            steps = tuple((int(i), str(r)) for i, r in json.loads(m.group(5)))
+            out.append(BestLine(m.group(1), m.group(2), m.group(3), m.group(4), steps, no, raw))
+    return out
+
+
+def replay(prog: Program, best: BestLine) -> Node:
+    """Apply ``best``'s steps to RLO's expression for its function.
+
+    Raises:
+        ReplayError: a step does not apply or names an unknown rule.
+    """
+    e = rlo_expr(prog, best.function)
+    for k, (idx, rule) in enumerate(best.steps):
+        if rule not in RULES:
+            raise ReplayError(f"line {best.line}: step {k} uses unknown rule `{rule}`")
+        env: Env | None = None
+        for off, _, en in _walk(e):
+            if off == idx:
+                env = en
+                break
+        res = RULES[rule](e, idx, env) if env is not None else None
+        if res is None:
+            raise ReplayError(
+                f"line {best.line} ({best.function} {best.who}): step {k} "
+                f"[{idx}, {rule}] does not apply"
+            )
+        e = res
+    return e
+
+
+# --- back to our syntax tree ----------------------------------------------------------
+
+
+def to_expr(n: Node) -> Expr:
+    """Our syntax tree for an RLO-shaped node."""
+    from tensat_py.frontends.knossos.syntax import KsType
+
+    if n.op == "const":
+        return Const(n.value)  # type: ignore[arg-type]
+    if n.op == "var":
+        return Var(n.name)
+    if n.op == "let":
+        return Let((n.kids[0].name,), to_expr(n.kids[1]), to_expr(n.kids[2]))
+    if n.op in ("build", "sumbuild"):
+        lam = Lam(n.kids[1].name, KsType("Integer"), to_expr(n.kids[2]))
+        return Call(n.op, (to_expr(n.kids[0]), lam))
+    if n.op == "lam":
+        return Lam(n.kids[0].name, n.kids[0].type, to_expr(n.kids[1]))  # type: ignore[arg-type]
+    if n.op == "select":
+        return Call(f"get${n.kids[1].value + 1}${n.size}", (to_expr(n.kids[0]),))
+    if n.op == "if":
+        return If(*(to_expr(k) for k in n.kids))
+    if n.op == "assert":
+        return Assert(to_expr(n.kids[0]), to_expr(n.kids[1]))
+    if n.op == "apply":
+        arg = n.kids[1]
+        args = arg.kids if arg.op == "tuple" else (arg,)
+        return Call(n.kids[0].name, tuple(to_expr(a) for a in args))
+    return Call(n.op, tuple(to_expr(k) for k in n.kids))
+
+
+def to_def(prog: Program, e: Node, name: str) -> Def:
+    """The def ``name`` out of a replayed chain, with the original signature: a
+    multi-parameter def's ``select``s of its tuple argument become the parameters again
+    and the ``(let p p ...)`` wrappers that leaves are dropped."""
+    orig = next(d for d in prog.defs if d.name == name)
+    while e.op == "let" and e.kids[1].op == "lam" and e.kids[0].name != name:
+        e = e.kids[2]
+    if e.op == "let" and e.kids[1].op == "lam":
+        lam = e.kids[1]
+    elif e.op == "lam":  # let_recover took the final `(let f (lam ..) f)` apart
+        lam = e
+    else:
+        raise ReplayError(f"def `{name}` vanished from the replayed chain")
+    av, body = lam.kids
+    if len(orig.params) > 1:
+        body = _unwrap(body, av.name, [p for p, _ in orig.params])
+        if av.name in body.free:
+            tup = Node("tuple", tuple(_var(p) for p, _ in orig.params))
+            body = Node("let", (av, tup, body))
+    elif av.name != orig.params[0][0]:  # renamed to avoid capture while inlining a call
+        body = _rename_free(body, av.name, _var(orig.params[0][0]))
+    return Def(orig.name, orig.ret, orig.params, to_expr(body))
+
+
+def _unwrap(n: Node, av: str, params: list[str]) -> Node:
+    if n.op == "select" and n.kids[0].op == "var" and n.kids[0].name == av:
+        return _var(params[n.kids[1].value])
+    if n.op in _BINDERS and n.kids[n.bvi()].name == av:
+        return n
+    kids = tuple(_unwrap(k, av, params) for k in n.kids)
+    n = n.with_kids(kids)
+    if n.op == "let" and n.kids[1].op == "var" and n.kids[1].name == n.kids[0].name:
+        return n.kids[2]
+    return n
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A replayed BEST line: the resulting def, its RLO cost in our model
+    (``rust/src/ks_cost.rs``) and the evaluator's verdict against the original."""
+
+    best: BestLine
+    definition: Def
+    cost: float
+    verified: bool
+    message: str
+
+
+def replay_all(prog: Program, text: str, trials: int = 3) -> list[Replayed]:
+    """Replay every ``; BEST`` line of ``text`` (the source of ``prog``), verify each
+    result against the original def on random arguments and price it.
+
+    Raises:
+        ReplayError: a step of some line does not apply.
+    """
+    from tensat_py import _core
+    from tensat_py.frontends.knossos import function_costs
+    from tensat_py.frontends.knossos.evaluate import compare_defs
+    from tensat_py.frontends.knossos.lower import lower, signatures
+
+    sigs = signatures(prog)
+    costs = function_costs(prog)
+    out = []
+    for b in best_lines(text):
+        d = to_def(prog, replay(prog, b), b.function)
+        orig = next(x for x in prog.defs if x.name == b.function)
+        ok, msg = compare_defs(prog, orig, d, trials=trials)
+        nodes, _ = lower(d, sigs)
+        out.append(Replayed(b, d, float(_core.rlo_cost(nodes, costs)), ok, msg))
+    return out
