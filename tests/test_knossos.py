@@ -133,4 +133,8 @@ def test_cli_optimises_blas_defs_and_writes_ks(tmp_path: Path) -> None:
     assert obj["cost_after"] < obj["cost_before"]
     assert {d["name"] for d in obj["defs"]} >= {"axpy", "gemm"}
     assert all(d["status"] != "failed-verification" for d in obj["defs"])
+    v = obj["verify"]  # the evaluator's verdict on every changed def
+    assert v["runner"] == "knossos-evaluator" and v["passed"] and not v["failed"]
+    changed = {d["name"] for d in obj["defs"] if d["status"] == "optimised"}
+    assert set(v["verified"]) == changed and "gemm" in changed
     assert len(parse_file(str(out)).defs) == len(parse_file(str(src)).defs)

@@ -142,6 +142,26 @@ class KsOptimizeResult:
         """Sum of the defs' costs after."""
         return sum(d.cost_after for d in self.defs)
 
+    def verify_summary(self) -> dict[str, Any] | None:
+        """What the evaluator said about the changed defs (None when no def changed and
+        none failed): ``runner`` ``"knossos-evaluator"``, ``passed`` (every changed def
+        compared equal on random arguments), ``verified``/``unverified``/``failed`` def
+        names (unverified: the evaluator could not run the original, or ``verify=False``;
+        failed: every candidate differed, the def was kept)."""
+        changed = [d for d in self.defs if d.status == "optimised"]
+        failed = [d.name for d in self.defs if d.status == "failed-verification"]
+        if not changed and not failed:
+            return None
+        verified = [d.name for d in changed if d.message == "verified"]
+        unverified = [d.name for d in changed if d.message != "verified"]
+        return {
+            "runner": "knossos-evaluator",
+            "passed": not failed and not unverified,
+            "verified": verified,
+            "unverified": unverified,
+            "failed": failed,
+        }
+
     def to_json(self) -> dict[str, Any]:
         """The CLI's ``--json`` object: the usual keys plus ``defs``."""
         keys = ("enodes", "eclasses", "iterations", "stop_reason", "explore_seconds")
@@ -154,7 +174,7 @@ class KsOptimizeResult:
                 for k in keys
                 if k not in ("stop_reason",)
             },
-            "verify": None,
+            "verify": self.verify_summary(),
             "defs": [
                 {
                     "name": d.name,
