@@ -138,3 +138,11 @@ def test_cli_optimises_blas_defs_and_writes_ks(tmp_path: Path) -> None:
     changed = {d["name"] for d in obj["defs"] if d["status"] == "optimised"}
     assert set(v["verified"]) == changed and "gemm" in changed
     assert len(parse_file(str(out)).defs) == len(parse_file(str(src)).defs)
+
+
+@needs_data
+def test_optimize_on_a_ks_file_points_to_optimize_program() -> None:
+    import tensat_py
+
+    with pytest.raises(TypeError, match="optimize_program"):
+        tensat_py.optimize(str(DATA / "knossos" / "test__ksc__gmm.ks"))

@@ -207,7 +207,15 @@ def _as_graph(graph: Any) -> Graph:
     if isinstance(graph, str | Path):
         from tensat_py import load
 
-        return load(str(graph))
+        graph = load(str(graph))
+        if isinstance(graph, Graph):
+            return graph
+    if type(graph).__name__ == "KsProgram":
+        raise TypeError(
+            "optimize() takes tensor programs; a Knossos program is optimised def by def "
+            "with tensat_py.frontends.knossos.optimize_program(prog) or `tensat optimize "
+            "prog.ks`"
+        )
     raise TypeError(
         f"optimize() takes a Graph, a zoo model name or a file path, got "
         f"{type(graph).__name__}; build one with tensat_py.builder or tensat_py.load(...)"
