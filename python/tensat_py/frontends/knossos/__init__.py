@@ -354,9 +354,11 @@ def optimize_program(
                 )
             )
             continue
-        eg = _core.EGraph(nodes)
-        stats = dict(
-            eg.saturate(
+
+        def saturate_extract(flat: Any) -> tuple[dict[str, Any], float, Any]:
+            """Saturate ``flat`` under the rule set; its stats and RLO-cheapest term."""
+            eg = _core.EGraph(flat)
+            st = eg.saturate(
                 ruleset,
                 k_multi=0,
                 node_limit=node_limit,
@@ -364,8 +366,9 @@ def optimize_program(
                 time_limit=time_limit,
                 cycle_filter="none",
             )
-        )
-        after, term = eg.extract_rlo(costs)
+            return (dict(st), *eg.extract_rlo(costs))
+
+        stats, after, term = saturate_extract(nodes)
         # Candidates, cheapest first that the evaluator accepts: the extracted term, and
         # with loop invariants hoisted (hoist.py: RLO's new_bind + lift_bind) the
         # extracted term and the original.
@@ -395,16 +398,7 @@ def optimize_program(
                     break
                 best = min(cands, key=lambda c: c[0])[1]
                 try:
-                    eg2 = _core.EGraph(lower(best, sigs)[0])
-                    eg2.saturate(
-                        ruleset,
-                        k_multi=0,
-                        node_limit=node_limit,
-                        iter_limit=iter_limit,
-                        time_limit=time_limit,
-                        cycle_filter="none",
-                    )
-                    c2, t2 = eg2.extract_rlo(costs)
+                    _, c2, t2 = saturate_extract(lower(best, sigs)[0])
                     d2 = Def(item.name, item.ret, item.params, raise_term(t2), item.line)
                     cands.append((c2, d2))
                     cands += hoisted([d2])
