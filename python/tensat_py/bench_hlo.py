@@ -10,7 +10,7 @@ then round-robin runs for about ``budget_s`` seconds) on the same random argumen
 The original is compiled and timed twice; the ratio of the two (the *A/A* column) is the
 noise floor a run-time ratio must beat. ``run ms`` is each module's fastest run; ``run
 ratio`` and ``A/A`` are medians of per-round ratios
-(:func:`tensat_py.runtime.xla_exec.paired_ratio`): on a machine shared with other jobs a
+(:func:`tensat_py.runtime.timing.paired_ratio`): on a machine shared with other jobs a
 ratio of two minima moved by up to 7 % between runs where the median of paired rounds
 moved by under 1 %. Each module runs in its own worker process
 (``jobs`` at a time; or as Ray tasks with ``ray_address``), so a crash or a time-out gives a
@@ -62,25 +62,12 @@ class HloRow:
     run_ms_orig: float = math.nan
     run_ms_orig2: float = math.nan
     run_ms_opt: float = math.nan
-    run_ratio: float = math.nan
-    aa_ratio: float = math.nan
+    #: Optimised / original run time, the median of per-round ratios.
+    ratio: float = math.nan
+    #: Second original / first original (the noise floor), measured like ``ratio``.
+    aa: float = math.nan
     max_rel_err: float = math.nan
     verify_runner: str = ""
-
-    @property
-    def ratio(self) -> float:
-        """Optimised / original run time: the median of per-round ratios when measured,
-        else the ratio of the fastest runs."""
-        if not math.isnan(self.run_ratio):
-            return self.run_ratio
-        return self.run_ms_opt / self.run_ms_orig if self.run_ms_orig > 0 else math.nan
-
-    @property
-    def aa(self) -> float:
-        """Second original / first original (the noise floor), measured like :attr:`ratio`."""
-        if not math.isnan(self.aa_ratio):
-            return self.aa_ratio
-        return self.run_ms_orig2 / self.run_ms_orig if self.run_ms_orig > 0 else math.nan
 
 
 @dataclass
@@ -141,7 +128,8 @@ def bench_module(
     """
     import tensat_py
     from tensat_py.frontends.hlo import dumps, parse_file, print_module, random_args
-    from tensat_py.runtime.xla_exec import paired_ratio, time_interleaved
+    from tensat_py.runtime.timing import paired_ratio
+    from tensat_py.runtime.xla_exec import time_interleaved
 
     row = HloRow(Path(path).name)
     try:
@@ -173,7 +161,7 @@ def bench_module(
             b.run_s * 1e3,
             a2.run_s * 1e3,
         )
-        row.run_ratio, row.aa_ratio = paired_ratio(a, b), paired_ratio(a, a2)
+        row.ratio, row.aa = paired_ratio(a.runs, b.runs), paired_ratio(a.runs, a2.runs)
         row.max_rel_err = _rel_err(a.outputs, b.outputs)
     except Exception as e:  # a failure row, never a crash of the whole run
         row.status = "failed"
@@ -330,8 +318,7 @@ def write_report(cfg: HloBenchConfig, rows: Sequence[HloRow], wall_s: float) -> 
     cfg.out.write_text("\n".join(text) + "\n")
     with open(cfg.out.with_suffix(".csv"), "w", newline="") as fh:
         w = csv.writer(fh)
-        names = list(asdict(rows[0]).keys()) + ["ratio", "aa"] if rows else []
-        w.writerow(names)
+        w.writerow(list(asdict(rows[0]).keys()) if rows else [])
         for r in rows:
-            w.writerow(list(asdict(r).values()) + [r.ratio, r.aa])
+            w.writerow(list(asdict(r).values()))
     return cfg.out

@@ -54,6 +54,7 @@ import ml_dtypes
 import numpy as np
 from onnx import TensorProto
 
+from tensat_py.graph import DTYPE_BYTES
 from tensat_py.ops import OpContext, OpDef, default_bytes, onnx_importer, register
 
 __all__ = ["np_dtype", "DTYPES", "ONNX_DTYPES"]
@@ -61,21 +62,9 @@ __all__ = ["np_dtype", "DTYPES", "ONNX_DTYPES"]
 # ----------------------------------------------------------------------------- dtypes
 _BF16 = np.dtype(ml_dtypes.bfloat16)
 
-#: Our dtype name -> NumPy dtype.
+#: Our dtype name -> NumPy dtype (the names of :data:`tensat_py.graph.DTYPE_BYTES`).
 DTYPES: dict[str, np.dtype] = {
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-    "bfloat16": _BF16,
-    "float64": np.dtype(np.float64),
-    "int32": np.dtype(np.int32),
-    "int64": np.dtype(np.int64),
-    "bool": np.dtype(np.bool_),
-    "int8": np.dtype(np.int8),
-    "uint8": np.dtype(np.uint8),
-    "int16": np.dtype(np.int16),
-    "uint16": np.dtype(np.uint16),
-    "uint32": np.dtype(np.uint32),
-    "uint64": np.dtype(np.uint64),
+    name: _BF16 if name == "bfloat16" else np.dtype(name) for name in DTYPE_BYTES
 }
 
 #: ONNX ``TensorProto`` element type -> our dtype name.

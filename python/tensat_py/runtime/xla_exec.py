@@ -10,8 +10,7 @@ and the fastest of ``repeats`` executions after one warm-up, each waiting for it
 (the minimum is the estimate least disturbed by other processes on a shared machine);
 :func:`time_interleaved` runs several modules round-robin so drifts in machine load hit
 them alike, and keeps every run so that a caller can compare modules round by round
-(:func:`paired_ratio`: the median of per-round ratios,
-:func:`tensat_py.runtime.timing.paired_ratio`).
+(:func:`tensat_py.runtime.timing.paired_ratio`: the median of per-round ratios).
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ __all__ = [
     "run_text",
     "time_text",
     "time_interleaved",
-    "paired_ratio",
     "np_dtype",
     "Timing",
     "XlaError",
@@ -153,26 +151,13 @@ def run_text(text: str, args: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 @dataclass(frozen=True)
 class Timing:
-    """Compile and run time of one module (seconds); ``outputs`` of the first run;
-    ``runs``: every timed run in order (seconds; empty for :func:`time_text`)."""
+    """Compile and run time of one module (seconds): ``run_s`` the fastest run, ``runs``
+    every timed run in order; ``outputs`` of the first run."""
 
     compile_s: float
     run_s: float
     outputs: list[np.ndarray]
     runs: tuple[float, ...] = ()
-
-
-def paired_ratio(a: Timing, b: Timing) -> float:
-    """Median over rounds of ``b``'s run time / ``a``'s, for two timings of one
-    :func:`time_interleaved` call (round ``i`` of each ran back to back); the ratio of
-    the fastest runs when either has no per-round runs.
-
-    >>> paired_ratio(Timing(0, 1.0, [], (1.0, 2.0, 1.0)), Timing(0, 1.1, [], (1.1, 2.0, 0.5)))
-    1.0
-    """
-    if a.runs and len(a.runs) == len(b.runs):
-        return timing.paired_ratio(a.runs, b.runs)
-    return b.run_s / a.run_s
 
 
 def time_text(text: str, args: Sequence[np.ndarray], repeats: int = 5) -> Timing:
@@ -186,17 +171,19 @@ def time_text(text: str, args: Sequence[np.ndarray], repeats: int = 5) -> Timing
         t0 = time.perf_counter()
         _execute(exe, args)
         times.append(time.perf_counter() - t0)
-    return Timing(compile_s, min(times), outs)
+    return Timing(compile_s, min(times), outs, tuple(times))
 
 
 def time_interleaved(
     texts: Sequence[str], args: Sequence[np.ndarray], budget_s: float = 2.0, max_rounds: int = 5000
 ) -> list[Timing]:
-    """Compile each text (timed, uncached), warm each up, then run them round-robin for
-    about ``budget_s`` seconds (at most ``max_rounds`` rounds); each :class:`Timing` has
-    the fastest run (``run_s``) and every run (``runs``; compare two modules with
-    :func:`paired_ratio`). When one round alone takes longer than the budget (a module
-    running for minutes), the warm-up runs are the timings.
+    """Compile each text (timed, uncached), warm each up, then run them side by side
+    (:func:`tensat_py.runtime.timing.rotating`) for about ``budget_s`` seconds (at most
+    ``max_rounds`` rounds); each :class:`Timing` has the fastest run (``run_s``) and every
+    run (``runs``; compare two modules with
+    :func:`tensat_py.runtime.timing.paired_ratio` on their ``runs``). When one round
+    alone takes longer than the budget (a module running for minutes), the warm-up runs
+    are the timings.
 
     The round cap is high on purpose: a module that runs in 0.1 ms needs thousands of
     samples before its fastest run is stable on a shared machine (with 50 rounds, modules
@@ -213,12 +200,10 @@ def time_interleaved(
         warm.append(time.perf_counter() - t1)
     per_round = max(sum(warm), 1e-6)
     rounds = int(min(max_rounds, budget_s / per_round))
-    times: list[list[float]] = [[] for _ in exes]
     if rounds == 0:
-        return [Timing(c, w, o, (w,)) for c, w, o in zip(compile_s, warm, outs, strict=True)]
-    for _ in range(rounds):
-        for i, exe in enumerate(exes):
-            t1 = time.perf_counter()
-            _execute(exe, args)
-            times[i].append(time.perf_counter() - t1)
+        times = [[w] for w in warm]
+    else:
+        times = timing.rotating(
+            [lambda exe=exe: _execute(exe, args) for exe in exes], rounds=rounds, warmup=0
+        )
     return [Timing(c, min(t), o, tuple(t)) for c, t, o in zip(compile_s, times, outs, strict=True)]

@@ -337,6 +337,20 @@ def optimize_program(
     ruleset = _core.RuleSet.union(sets) if len(sets) > 1 else base
     results: list[DefResult] = []
     new_items = list(p.items)
+
+    def saturate_extract(flat: Any) -> tuple[dict[str, Any], float, Any]:
+        """Saturate ``flat`` under the rule set; its stats and RLO-cheapest term."""
+        eg = _core.EGraph(flat)
+        st = eg.saturate(
+            ruleset,
+            k_multi=0,
+            node_limit=node_limit,
+            iter_limit=iter_limit,
+            time_limit=time_limit,
+            cycle_filter="none",
+        )
+        return (dict(st), *eg.extract_rlo(costs))
+
     for idx, item in enumerate(p.items):
         if not isinstance(item, Def) or (only is not None and item.name not in only):
             continue
@@ -354,19 +368,6 @@ def optimize_program(
                 )
             )
             continue
-
-        def saturate_extract(flat: Any) -> tuple[dict[str, Any], float, Any]:
-            """Saturate ``flat`` under the rule set; its stats and RLO-cheapest term."""
-            eg = _core.EGraph(flat)
-            st = eg.saturate(
-                ruleset,
-                k_multi=0,
-                node_limit=node_limit,
-                iter_limit=iter_limit,
-                time_limit=time_limit,
-                cycle_filter="none",
-            )
-            return (dict(st), *eg.extract_rlo(costs))
 
         stats, after, term = saturate_extract(nodes)
         # Candidates, cheapest first that the evaluator accepts: the extracted term, and
@@ -400,7 +401,8 @@ def optimize_program(
                 try:
                     _, c2, t2 = saturate_extract(lower(best, sigs)[0])
                     d2 = Def(item.name, item.ret, item.params, raise_term(t2), item.line)
-                    cands.append((c2, d2))
+                    if c2 < before - 1e-9:  # never a candidate costlier than the input
+                        cands.append((c2, d2))
                     cands += hoisted([d2])
                 except (Untranslatable, ValueError):
                     pass
