@@ -199,6 +199,25 @@ def exp_log_chain(x):  # noqa: ANN001, ANN201
     return jnp.log(jnp.exp(x)) / jnp.exp(x) + jnp.power(x, 2.0) / 1.0
 
 
+def linear_attention(q, k, v):  # noqa: ANN001, ANN201
+    # Katharopoulos et al. 2020 ("Transformers are RNNs"), eq. 4 written as it reads:
+    # similarity matrix first, then the weighted sum and its normaliser.
+    fq = jax.nn.elu(q) + 1.0
+    fk = jax.nn.elu(k) + 1.0
+    scores = fq @ jnp.swapaxes(fk, -1, -2)
+    return (scores @ v) / jnp.sum(scores, axis=-1, keepdims=True)
+
+
+def lora_dense(x, w, a, b, bias):  # noqa: ANN001, ANN201
+    # LoRA (Hu et al. 2021) with the low-rank update folded into the weight, W + s A B.
+    return x @ (w + (a @ b) * 2.0) + bias
+
+
+def gcn_layer(adj, x, w, b):  # noqa: ANN001, ANN201
+    # Graph convolution (Kipf and Welling 2017), relu(A X W + b) written left to right.
+    return jax.nn.relu(adj @ x @ w + b)
+
+
 B, D, H, T = 32, 256, 512, 64
 MODELS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
     "mlp_relu": (mlp_relu, (_s(B, D), _s(D, H), _s(H), _s(H, D), _s(D))),
@@ -251,6 +270,9 @@ MODELS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
     "swiglu": (swiglu, (_s(B, D), _s(D, H), _s(D, H), _s(H, D))),
     "rms_norm": (rms_norm, (_s(B, T, D), _s(D))),
     "exp_log_chain": (exp_log_chain, (_s(B, D),)),
+    "linear_attention": (linear_attention, (_s(4, 1024, 64), _s(4, 1024, 64), _s(4, 1024, 64))),
+    "lora_dense": (lora_dense, (_s(B, 1024), _s(1024, 1024), _s(1024, 8), _s(8, 1024), _s(1024))),
+    "gcn_layer": (gcn_layer, (_s(2048, 2048), _s(2048, 256), _s(256, 32), _s(32))),
 }
 
 

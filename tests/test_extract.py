@@ -91,6 +91,15 @@ def test_ilp_cyclic(solver: str, mode: str, order_vars: str) -> None:
     assert_valid(CYCLIC, r)
 
 
+@pytest.mark.parametrize("mode", ["lazy", "order"])
+def test_highs_ilp_without_a_warm_start_solves(mode: str) -> None:
+    from tensat_py.extract.ilp import solve_ilp
+
+    out = solve_ilp(CYCLIC, solver="highs", cycle_constraints=mode, time_limit=10)
+    assert out.rounds >= 1, out.message
+    assert out.status == "optimal" and out.choices == {2: 4, 0: 1, 1: 3}
+
+
 def test_ilp_without_cycle_constraints_falls_back_or_is_acyclic() -> None:
     r = extract(CYCLIC, cycle_constraints="none", time_limit=10)
     assert_valid(CYCLIC, r)

@@ -371,6 +371,28 @@ ENTRY e {
     assert "ROOT %x = f32[8,16] parameter(0)" in dumps(r.graph)
 
 
+@pytest.mark.parametrize(
+    ("module", "dropped"),
+    [
+        # (q k^T) v -> q (k^T v), and the row sums of q k^T -> q (sum of k's rows)
+        ("jax_linear_attention.hlo", "f32[4,1024,1024]"),
+        # x (W + 2 A B) -> x W + (x A) (2 B): the 1024x1024 product A B is never built
+        ("jax_lora_dense.hlo", "f32[1024,1024] dot"),
+        # (A X) W -> A (X W)
+        ("jax_gcn_layer.hlo", "f32[2048,256] dot"),
+    ],
+)
+def test_dot_chains_are_reassociated_when_the_cost_model_pays_and_verify(
+    module: str, dropped: str
+) -> None:
+    src = (JAX_MODULES / module).read_text()
+    assert dropped in src.replace("{2,1,0}", "").replace("{1,0}", "")
+    r = tensat_py.optimize(loads(src))
+    assert r.verify is not None and r.verify.runner == "xla" and r.verify.passed
+    assert r.cost_after < 0.9 * r.cost_before
+    assert dropped not in dumps(r.graph)
+
+
 def test_cli_optimize_writes_hlo_and_json(tmp_path: Path) -> None:
     src = JAX_MODULES / "jax_mlp_relu.hlo"
     out = tmp_path / "out.hlo"

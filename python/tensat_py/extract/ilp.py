@@ -354,6 +354,8 @@ def _met(cost: float, bound: float) -> bool:
     """Whether an incumbent of ``cost`` is proved optimal by the lower bound ``bound``."""
     from tensat_py.extract.highs import MIP_REL_GAP
 
+    if not math.isfinite(cost):
+        return False
     return cost <= bound + MIP_REL_GAP * max(abs(cost), 1e-300) + 1e-15
 
 
