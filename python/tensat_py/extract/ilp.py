@@ -403,7 +403,7 @@ def _solve_highs(
                 problem,
                 best,
                 simp.keep,
-                time_limit=0.6 * remaining,
+                time_limit=0.7 * remaining,
                 seed=seed,
                 lower_bound=bound,
             )
@@ -416,7 +416,7 @@ def _solve_highs(
             continue
         if best is not None:
             model.set_start(best)
-        limit = remaining if searched else min(remaining, max(1.0, 0.3 * remaining))
+        limit = remaining if searched else min(remaining, max(1.0, 0.2 * remaining))
         s = model.solve(limit)
         rounds += 1
         solve_seconds += s.seconds
