@@ -156,7 +156,7 @@ class HighsModel:
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("mip_rel_gap", MIP_REL_GAP)
-        # The model always gets a start (the greedy DAG, set_start); HiGHS's root
+        # extract() gives the model a start (the greedy DAG, set_start); HiGHS's root
         # reduced-cost heuristic then rarely finds better and costs time: off, NasRNN's
         # k_multi=1 solve goes from 0.35 s to 0.26 s, NasNet-A's k_multi=2 proof from 51
         # to 43 s (bench/extract_bench.md).
