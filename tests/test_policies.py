@@ -8,6 +8,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tensat_py
 from click.testing import CliRunner
@@ -229,6 +230,82 @@ def test_learned_policy_searches_multi_pattern_rules_one_iteration_past_k_multi(
     assert [pol.selects(i) for i in range(3)] == [False, True, False]
 
 
+def _matmul_triple() -> tensat_py.Graph:
+    b = GraphBuilder()
+    x = b.input((64, 256), name="x")
+    q, k, v = (b.matmul(x, b.weight((256, 256), name=n)) for n in ("wq", "wk", "wv"))
+    return b.finish([b.relu(b.ewadd(b.ewadd(q, k), v))])
+
+
+def test_match_features_mark_merges_of_merges_and_operands_already_merged() -> None:
+    from tensat_py.cost import get_cost_model
+    from tensat_py.policies.multi import FEATURES, RecordingPolicy
+
+    rules = load_rules("taso")
+    cm = get_cost_model("roofline", "t4")
+    rec = RecordingPolicy(rules, cm, record_from=0)
+    eg = _core.EGraph(_matmul_triple().to_flat())
+    eg.saturate(rules, k_multi=2, iter_limit=2, policy=rec)
+    first, second = rec.rows
+    merged, overlap = FEATURES.index("merged_matched"), FEATURES.index("var_overlap")
+    assert (first[:, merged] == 0).all() and (first[:, overlap] == 0).all()
+    rhs = np.asarray(rec.rules[len(first) :]) == "matmul-merge-rhs"
+    pairs = {(int(a), int(b)) for a, b in second[rhs][:, [merged, overlap]]}
+    # (QK, V): a merge with a third projection; (QK, Q): a merge with one it holds.
+    assert (1, 0) in pairs and (1, 1) in pairs and (0, 0) in pairs
+
+
+@needs_lgb
+def test_multi_model_round_trips_through_its_file_and_names_a_bad_one(tmp_path: Path) -> None:
+    from tensat_py.policies.multi import FEATURES, MultiModel, train
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, len(FEATURES)))
+    y = (x[:, FEATURES.index("matched_in_best")] > 0.5).astype(int)
+    names = ["a" if i % 2 else "b" for i in range(400)]
+    model = train(x, y, names)
+    assert model.rule_prior["a"] > 0 and model.rule_prior["b"] > 0
+    model.save(tmp_path / "m.json")
+    back = MultiModel.load(tmp_path / "m.json")
+    assert back.rule_prior == model.rule_prior
+    np.testing.assert_allclose(back.predict(x, names), model.predict(x, names))
+    assert model.predict(x, names)[y == 1].mean() > model.predict(x, names)[y == 0].mean()
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ValueError, match="bad.json"):
+        MultiModel.load(tmp_path / "bad.json")
+    with pytest.raises(FileNotFoundError, match="train one"):
+        MultiModel.load(tmp_path / "none.json")
+
+
+@needs_lgb
+def test_learned_policy_searches_only_multi_pattern_rules_with_a_prior() -> None:
+    from tensat_py.cost import get_cost_model
+    from tensat_py.policies.multi import LearnedMultiPolicy, MultiModel
+
+    rules = load_rules("taso")
+    names = rules.names()
+    shipped = LearnedMultiPolicy.load().model
+    model = MultiModel(shipped.booster, {"matmul-merge-rhs": 0.1, "relu-merge-2d-axis0": 0.0})
+    pol = LearnedMultiPolicy(model).bind(rules, get_cost_model("roofline", "t4"), 1)
+    assert pol.multi_rules(0) is None
+    assert pol.multi_rules(1) == [names.index("matmul-merge-rhs")]
+    seen: list[int] = []
+    inner = pol.select
+
+    def spy(view: dict) -> list[bool]:
+        seen.extend(view["rules"])
+        return inner(view)
+
+    pol.select = spy  # type: ignore[method-assign]
+    eg = _core.EGraph(_matmul_triple().to_flat())
+    eg.saturate(rules, k_multi=1, iter_limit=2, policy=pol)
+    multi = {
+        names[r] for r in seen if names[r] in {d[0] for d in rules.describe() if len(d[1]) > 1}
+    }
+    assert multi == {"matmul-merge-rhs"}
+    assert pol.offered > 0
+
+
 def test_astar_policy_is_never_worse_than_the_default() -> None:
     g = _matmul_pair()
     opts = dict(extractor="greedy-dag", verify=False)
@@ -311,3 +388,12 @@ def test_cli_astar_policy_optimises_knossos_defs_no_worse_than_saturation(tmp_pa
     assert plain.exit_code == 0 and got.exit_code == 0, got.output
     a, b = json.loads(plain.output), json.loads(got.output)
     assert b["cost_after"] <= a["cost_after"] < a["cost_before"]
+
+
+def test_mirror_key_is_shared_by_a_match_and_its_mirror_image_only() -> None:
+    from tensat_py.policies.multi import mirror_key
+
+    a = mirror_key(3, [5, 7], [("?a", 1), ("?b", 2), ("?c", 3)])
+    assert a == mirror_key(3, [7, 5], [("?a", 1), ("?b", 3), ("?c", 2)])
+    assert a != mirror_key(4, [7, 5], [("?a", 1), ("?b", 3), ("?c", 2)])
+    assert a != mirror_key(3, [5, 8], [("?a", 1), ("?b", 2), ("?c", 3)])

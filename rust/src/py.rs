@@ -382,7 +382,9 @@ impl EGraph {
     ///
     /// `policy` (optional) chooses the matches applied each iteration (see
     /// `tensat_py.policies`): an object with `search_multi(iteration, k_multi) -> bool`,
-    /// `selects(iteration) -> bool` and `select(view) -> None | list[bool]`, each optional;
+    /// `multi_rules(iteration) -> None | list[int]` (which multi-pattern rules, by index,
+    /// are searched; `None`: all), `selects(iteration) -> bool` and
+    /// `select(view) -> None | list[bool]`, each optional;
     /// without one, or with `None`, the schedule is Tensat's (`AllRules`). A later call
     /// continues the iteration count of earlier ones.
     #[pyo3(signature = (rules, k_multi=1, node_limit=50_000, iter_limit=15, time_limit=60.0, cycle_filter="efficient", policy=None))]
@@ -658,6 +660,23 @@ impl PyPolicy<'_> {
 impl Policy for PyPolicy<'_> {
     fn search_multi(&mut self, iteration: usize, k_multi: usize) -> bool {
         self.call_bool("search_multi", &[iteration, k_multi], iteration < k_multi)
+    }
+
+    fn multi_rules(&mut self, iteration: usize) -> Option<Vec<usize>> {
+        if self.err.is_some() {
+            return None;
+        }
+        let f = self.obj.getattr("multi_rules").ok()?;
+        match f
+            .call1((iteration,))
+            .and_then(|r| r.extract::<Option<Vec<usize>>>())
+        {
+            Ok(chosen) => chosen,
+            Err(e) => {
+                self.err = Some(e);
+                Some(Vec::new())
+            }
+        }
     }
 
     fn selects(&mut self, iteration: usize) -> bool {

@@ -174,6 +174,14 @@ pub trait Policy {
         iteration < k_multi
     }
 
+    /// Which multi-pattern rules (indices in [`RuleSet::rules`]) are searched in
+    /// `iteration` when [`Policy::search_multi`] says they are: `None` (the default) all
+    /// of them. Indices of single-pattern rules are ignored.
+    fn multi_rules(&mut self, iteration: usize) -> Option<Vec<usize>> {
+        let _ = iteration;
+        None
+    }
+
     /// Does the policy choose among the matches of `iteration` (then [`Policy::select`] is
     /// called)? Default: no, every match found is applied.
     fn selects(&mut self, iteration: usize) -> bool {
@@ -407,7 +415,17 @@ impl Explorer {
             let t = Instant::now();
             let mut apps = search_single(&self.egraph, &singles, &limits);
             if policy.search_multi(life, config.k_multi) {
-                apps.extend(search_multi(&self.egraph, &multis, &limits));
+                match policy.multi_rules(life) {
+                    None => apps.extend(search_multi(&self.egraph, &multis, &limits)),
+                    Some(chosen) => {
+                        let chosen: Vec<&Rule> = chosen
+                            .iter()
+                            .filter_map(|&i| rules.rules.get(i))
+                            .filter(|r| r.is_multi())
+                            .collect();
+                        apps.extend(search_multi(&self.egraph, &chosen, &limits));
+                    }
+                }
             }
             stats.search_seconds += t.elapsed().as_secs_f64();
             if policy.selects(life) {
@@ -1116,6 +1134,51 @@ mod tests {
         }
         fn select(&mut self, _: &Explorer, _: usize, found: &[Found]) -> Option<Vec<bool>> {
             Some(found.iter().map(|f| f.rule == self.0).collect())
+        }
+    }
+
+    /// Searches the multi-pattern rules every iteration but only those listed, and
+    /// records the rules of the matches offered.
+    struct SearchOnly(Vec<usize>, Vec<usize>);
+
+    impl Policy for SearchOnly {
+        fn search_multi(&mut self, _: usize, _: usize) -> bool {
+            true
+        }
+        fn multi_rules(&mut self, _: usize) -> Option<Vec<usize>> {
+            Some(self.0.clone())
+        }
+        fn selects(&mut self, _: usize) -> bool {
+            true
+        }
+        fn select(&mut self, _: &Explorer, _: usize, found: &[Found]) -> Option<Vec<bool>> {
+            self.1.extend(found.iter().map(|f| f.rule));
+            None
+        }
+    }
+
+    #[test]
+    fn policy_searches_only_the_multi_pattern_rules_it_lists() {
+        let rules = "comm: (ewadd ?x ?y) => (ewadd ?y ?x)\n\
+            m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
+            (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
+            (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
+        let prog = "(ewadd (matmul 0 (input x@4_8) (weight a@8_3)) (matmul 0 (input x@4_8) (weight b@8_3)))";
+        let rs = parse(rules, "t.rules").unwrap();
+        let cfg = Config {
+            iter_limit: 1,
+            k_multi: 0,
+            ..Config::default()
+        };
+        for (listed, offered) in [
+            (vec![1], vec![0, 1, 1]),
+            (vec![], vec![0]),
+            (vec![0], vec![0]),
+        ] {
+            let mut ex = Explorer::new(&prog.parse().unwrap());
+            let mut pol = SearchOnly(listed, Vec::new());
+            ex.run_with(&rs, &cfg, &mut pol);
+            assert_eq!(pol.1, offered);
         }
     }
 

@@ -9,14 +9,15 @@ program. This package is that layer, on top of the Rust core's policy hooks
 (``rust/src/saturate.rs``: ``Policy``, ``Explorer::run_with``):
 
 * a **policy** is any object with (all optional) ``search_multi(iteration, k_multi) ->
-  bool`` (are the multi-pattern rules searched in this iteration), ``selects(iteration) ->
-  bool`` (does the policy choose this iteration's matches), ``wants_export(iteration) ->
-  bool`` (does :meth:`select` need the e-graph) and ``select(view) -> None | list[bool]``
-  (one flag per match found: apply it or not). ``view`` holds ``iteration``, ``enodes``,
-  ``eclasses``, ``rules`` (the rule index of each match), ``classes`` (the e-class each
-  source matched), ``substs`` (``[(variable, e-class)]``) and ``export`` (the e-graph as
-  ``EGraph.export()`` gives it, when asked for). Pass it as
-  ``_core.EGraph.saturate(..., policy=...)``.
+  bool`` (are the multi-pattern rules searched in this iteration), ``multi_rules(iteration)
+  -> None | list[int]`` (which of them, by index in the rule set; ``None``: all),
+  ``selects(iteration) -> bool`` (does the policy choose this iteration's matches),
+  ``wants_export(iteration) -> bool`` (does :meth:`select` need the e-graph) and
+  ``select(view) -> None | list[bool]`` (one flag per match found: apply it or not).
+  ``view`` holds ``iteration``, ``enodes``, ``eclasses``, ``rules`` (the rule index of
+  each match), ``classes`` (the e-class each source matched), ``substs``
+  (``[(variable, e-class)]``) and ``export`` (the e-graph as ``EGraph.export()`` gives it,
+  when asked for). Pass it as ``_core.EGraph.saturate(..., policy=...)``.
 * :class:`DefaultPolicy` is Tensat's schedule; ``optimize(policy="default")`` is exactly
   ``optimize()`` (the core runs without hooks).
 * :class:`RuleSubset` applies the matches of some rules only (the Gymnasium environment's

@@ -3,10 +3,13 @@
 Tensat runs multi-pattern rules only in the first ``k_multi`` iterations: at
 ``k_multi=2`` the e-graph of BERT grows from 2,481 to 47,110 e-nodes and its ILP from
 0.5 s to 13 s for a 6-point gain, and NasRNN, NasNet-A and Inception-v3 stop at the node
-or time limit. :class:`LearnedMultiPolicy` searches the multi-pattern rules in the
-iterations ``k_multi .. k_multi + extra - 1`` too, but admits only the matches a
-gradient-boosted classifier (LightGBM) scores above a threshold, at most ``max_admit`` of
-them per iteration; every single-pattern match is applied as usual.
+or time limit. :class:`LearnedMultiPolicy` searches multi-pattern rules in the iterations
+``k_multi .. k_multi + extra - 1`` too, but only the rules whose matches were ever useful
+in training (rule prior above 0; the others are not searched at all, which keeps the
+quadratic ``relu-merge-*`` pairs out), and admits only the matches a gradient-boosted
+classifier (LightGBM) scores above a threshold, at most ``max_admit`` of them per
+iteration, one of each match and its mirror image; every single-pattern match is applied
+as usual.
 
 **Features** of a match (:func:`match_features`, independent of the rule's index and of
 the program, as PolyGym and CompilerGym ask of actions, so that they carry over to a model
@@ -16,22 +19,29 @@ element counts of the matched tensors, how many matched e-classes are weight-onl
 the two matched tensors have one shape, the log of the rule's match count and of the
 e-graph size, the share of weight-only variables (a concat of weights is free at
 inference), the e-nodes in the matched e-classes, the cost of their best e-nodes, whether
-an earlier merge (a split) is among them, the operator of their best e-nodes, and how many
-e-nodes the match would add (0: its targets exist already; -1: they do not type-check).
+an earlier merge (a split) is among them, the operator of their best e-nodes, how many
+e-nodes the match would add (0: its targets exist already; -1: they do not type-check),
+how many matched e-classes read a concat (products of an earlier merge: a merge of a
+merge), whether one variable's e-class is an operand of another's (merging an operator
+with a merge that already holds it), and the rule's prior (its share of useful matches in
+the training data, by rule name).
 
 **Labels** (:func:`label_matches`): a match is useful when a program extracted at the end
 of the exploration that admitted every match (Tensat at ``k_multi + extra``) uses an
 e-class its target created: the target pattern is instantiated on the final e-graph (the
 substitution's e-classes followed through later merges) and its inner e-classes that did
-not exist when the match was found are looked up in the extracted program.
+not exist when the match was found are looked up in the extracted program. A match and its
+well-typed mirror image (:func:`mirror_key`) share the label: the ILP keeps one of two
+equivalent programs, and which one is arbitrary.
 
 Training data come from the zoo (``bench/guidance.py`` records them and evaluates
-leave-one-model-out); the shipped model ``multi_policy.txt`` is trained on all eight
-(``python bench/guidance.py --train-only``).
+leave-one-model-out); the shipped model ``multi_policy.json`` (:class:`MultiModel`) is
+trained on all eight (``python bench/guidance.py --train-only``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -43,17 +53,19 @@ import numpy as np
 __all__ = [
     "FEATURES",
     "MODEL_FEATURES",
-    "predict",
     "LearnedMultiPolicy",
     "MODEL_PATH",
+    "MultiModel",
     "RecordingPolicy",
     "label_matches",
     "match_features",
+    "mirror_key",
+    "rule_priors",
     "train",
 ]
 
 #: The shipped classifier (LightGBM text model), trained on the eight zoo models.
-MODEL_PATH = Path(__file__).with_name("multi_policy.txt")
+MODEL_PATH = Path(__file__).with_name("multi_policy.json")
 
 #: Operators named in the ``best_op`` features (others are -1).
 _OPS = ("matmul", "conv2d", "ewadd", "ewmul", "relu", "concat", "split_0", "split_1")
@@ -75,11 +87,15 @@ FEATURES = (
     "best_op_0",
     "best_op_1",
     "new_nodes",
+    "merged_matched",
+    "var_overlap",
+    "rule_prior",
 )
 
 #: The columns the classifier reads: those that do not identify the program (the e-graph's
 #: size, element counts, costs and match counts do, and leave-one-model-out showed the
-#: classifier keying on them).
+#: classifier keying on them). ``rule_prior`` is the share of the rule's matches that were
+#: useful in the training data (:class:`MultiModel`); :func:`match_features` leaves it 0.
 MODEL_FEATURES = (
     "matched_in_best",
     "vars_in_best_frac",
@@ -91,6 +107,9 @@ MODEL_FEATURES = (
     "best_op_0",
     "best_op_1",
     "new_nodes",
+    "merged_matched",
+    "var_overlap",
+    "rule_prior",
 )
 _COLS = [FEATURES.index(f) for f in MODEL_FEATURES]
 
@@ -138,6 +157,12 @@ def match_features(
     split[node_ec[is_split]] = True
     node_cost = np.asarray(list(costs) + [0.0], dtype=np.float64)
     best_cost = node_cost[choice]  # choice -1 -> the appended 0
+    # e-classes holding an e-node that reads a concat: products of an earlier merge.
+    parent, child = _edges(export)
+    is_concat = np.zeros(nc + 1, dtype=bool)
+    is_concat[node_ec[np.asarray([op == "concat" for op in ops], dtype=bool)]] = True
+    merged = np.zeros(nc + 1, dtype=bool)
+    merged[parent[is_concat[child]]] = True
     op_code = np.asarray([float(_OPS.index(o)) if o in _OPS else -1.0 for o in ops] + [-1.0])
     best_op = op_code[choice]
 
@@ -177,9 +202,37 @@ def match_features(
             best_op[mcd[:, 0]],
             best_op[mcd[:, 1]],
             np.asarray(view.get("new_nodes", [0] * len(rules)), dtype=np.float64)[idx],
+            merged[mcd].sum(axis=1),
+            _overlap(vcd, export, nc),
+            np.zeros(len(idx)),
         ]
     ).astype(np.float64)
     return x, idx
+
+
+def _edges(export: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(parent, child) dense e-class index pairs, one per operand of each exported e-node."""
+    kids = export["node_children"]
+    lens = np.fromiter((len(k) for k in kids), dtype=np.int64, count=len(kids))
+    flat = np.fromiter((c for k in kids for c in k), dtype=np.int64, count=int(lens.sum()))
+    parent = np.repeat(np.asarray(export["node_eclass"], dtype=np.int64), lens)
+    return parent, flat
+
+
+def _overlap(vcd: np.ndarray, export: Mapping[str, Any], nc: int) -> np.ndarray:
+    """1 where one variable's e-class is an operand of an e-node of another variable's
+    e-class (merging an operator with a merge that already holds it), else 0."""
+    parent, child = _edges(export)
+    keys = np.unique(parent * (nc + 1) + child)
+    out = np.zeros(len(vcd), dtype=bool)
+    for a in range(vcd.shape[1]):
+        for b in range(vcd.shape[1]):
+            if a != b:
+                k = vcd[:, a] * (nc + 1) + vcd[:, b]
+                pos = np.searchsorted(keys, k)
+                hit = keys[np.minimum(pos, len(keys) - 1)] == k
+                out |= hit & (vcd[:, a] < nc) & (vcd[:, b] < nc)
+    return out.astype(np.float64)
 
 
 class RecordingPolicy:
@@ -188,10 +241,13 @@ class RecordingPolicy:
     for :func:`label_matches`."""
 
     def __init__(self, ruleset: Any, cost_model: Any, record_from: int = 1) -> None:
-        self.multi_rules = _multi_rules(ruleset)
+        self.multi_set = _multi_rules(ruleset)
         self.cost_model = cost_model
         self.record_from = record_from
         self.rows: list[np.ndarray] = []
+        self.rule_names = [d[0] for d in ruleset.describe()]
+        #: The rule name of each recorded row.
+        self.rules: list[str] = []
         self.matches: list[tuple[int, list[tuple[str, int]], list[int]]] = []
         self.known: list[dict[tuple[str, tuple[int, ...]], int]] = []
 
@@ -204,10 +260,11 @@ class RecordingPolicy:
     def select(self, view: Mapping[str, Any]) -> None:
         export = view["export"]
         costs = self.cost_model.costs_for_export(export)
-        x, idx = match_features(view, costs, self.multi_rules)
+        x, idx = match_features(view, costs, self.multi_set)
         self.rows.append(x)
         table = _node_table(export)
         for i in idx:
+            self.rules.append(self.rule_names[view["rules"][i]])
             self.matches.append((view["rules"][i], list(view["substs"][i]), view["classes"][i]))
             self.known.append(table)
         return None
@@ -273,7 +330,8 @@ def label_matches(
     recorder: RecordingPolicy, ruleset: Any, egraph: Any, export: Mapping[str, Any], used: set[int]
 ) -> np.ndarray:
     """1 for each recorded match whose target's new inner e-classes the final program
-    (dense e-classes ``used`` of ``export``) uses, else 0."""
+    (dense e-classes ``used`` of ``export``) uses, or whose well-typed mirror image's do
+    (see :func:`mirror_key`), else 0."""
     targets = [[_parse_pattern(t) for t in tgts] for _, _, tgts, _ in ruleset.describe()]
     final = _node_table(export)
     used_ids = {export["class_id"][c] for c in used}
@@ -291,12 +349,108 @@ def label_matches(
             if any(c in used_ids and c not in old_canon for c in inner):
                 hit = 1
         labels.append(hit)
-    return np.asarray(labels, dtype=np.int64)
+    # A match and its mirror image share a label: the ILP keeps one of the two equivalent
+    # programs (concat(b, c) or concat(c, b)), and which one is arbitrary.
+    # A mirror image whose target does not type-check (new_nodes -1: e.g. enlarging the
+    # larger kernel to the smaller) cannot be applied and stays 0.
+    rows = np.concatenate(recorder.rows) if recorder.rows else np.zeros((0, len(FEATURES)))
+    typed = rows[:, FEATURES.index("new_nodes")] >= 0
+    best: dict[tuple, int] = {}
+    for (rule, subst, classes), hit in zip(recorder.matches, labels, strict=True):
+        key = mirror_key(rule, classes, subst)
+        best[key] = max(best.get(key, 0), hit)
+    return np.asarray(
+        [
+            best[mirror_key(r, c, s)] if ok else hit
+            for (r, s, c), ok, hit in zip(recorder.matches, typed, labels, strict=True)
+        ],
+        dtype=np.int64,
+    )
 
 
-def train(x: np.ndarray, y: np.ndarray, seed: int = 0) -> Any:
-    """A LightGBM classifier on match features ``x`` (all :data:`FEATURES`; it reads
-    :data:`MODEL_FEATURES`) and labels ``y`` (a Booster)."""
+def mirror_key(rule: int, classes: Sequence[int], subst: Sequence[tuple[str, int]]) -> tuple:
+    """What a match and its mirror image (the same rule, its sources matched in the other
+    order) have in common: the rule, the matched e-classes and the variables' e-classes,
+    each as a sorted tuple."""
+    return (rule, tuple(sorted(classes)), tuple(sorted(c for _, c in subst)))
+
+
+def rule_priors(rules: Sequence[str], y: np.ndarray, smoothing: float = 1.0) -> dict[str, float]:
+    """The share of each rule's matches labelled useful, ``useful / (matches + smoothing)``
+    (0 for a rule with no useful match)."""
+    out: dict[str, float] = {}
+    r = np.asarray(rules)
+    for name in sorted(set(rules)):
+        m = r == name
+        out[name] = float(y[m].sum()) / (float(m.sum()) + smoothing)
+    return out
+
+
+class MultiModel:
+    """The learned part of :class:`LearnedMultiPolicy`: a LightGBM Booster over
+    :data:`MODEL_FEATURES` and the rule priors (share of useful matches per rule name in the
+    training data; a rule with prior 0 is not searched at all).
+
+    Stored as one JSON file: ``{"format": 1, "rule_prior": {name: share}, "booster":
+    LightGBM model text}``.
+    """
+
+    def __init__(self, booster: Any, rule_prior: Mapping[str, float]) -> None:
+        self.booster = booster
+        self.rule_prior = dict(rule_prior)
+
+    def save(self, path: str | Path) -> None:
+        """Writes the model to ``path`` (JSON)."""
+        doc = {
+            "format": 1,
+            "rule_prior": self.rule_prior,
+            "booster": self.booster.model_to_string(),
+        }
+        Path(path).write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> MultiModel:
+        """The model stored at ``path``.
+
+        Raises:
+            ImportError: LightGBM (the ``learn`` extra) is not installed.
+            FileNotFoundError: no file at ``path``.
+            ValueError: the file is not a model written by :meth:`save` (names the file).
+        """
+        import lightgbm as lgb
+
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(
+                f"no learned multi-pattern policy at {p}; train one with "
+                "`python bench/guidance.py --train-only`"
+            )
+        try:
+            doc = json.loads(p.read_text())
+            booster = lgb.Booster(model_str=doc["booster"])
+            prior = {str(k): float(v) for k, v in doc["rule_prior"].items()}
+        except (ValueError, KeyError, TypeError, lgb.basic.LightGBMError) as e:
+            raise ValueError(f"{p}: not a multi-pattern policy model ({e})") from None
+        return cls(booster, prior)
+
+    def with_prior(self, x: np.ndarray, rules: Sequence[str]) -> np.ndarray:
+        """``x`` with its ``rule_prior`` column set from each row's rule name."""
+        x = np.array(x, dtype=np.float64, copy=True)
+        x[:, FEATURES.index("rule_prior")] = [self.rule_prior.get(r, 0.0) for r in rules]
+        return x
+
+    def predict(self, x: np.ndarray, rules: Sequence[str]) -> np.ndarray:
+        """Probabilities that matches with features ``x`` (all :data:`FEATURES`) of the
+        rules named ``rules`` are useful."""
+        if len(x) == 0:
+            return np.zeros(0)
+        return np.asarray(self.booster.predict(self.with_prior(x, rules)[:, _COLS]))
+
+
+def train(x: np.ndarray, y: np.ndarray, rules: Sequence[str], seed: int = 0) -> MultiModel:
+    """A :class:`MultiModel` from match features ``x`` (all :data:`FEATURES`), labels ``y``
+    and the rule name of each row: the rule priors, then a LightGBM binary classifier
+    (4 leaves, 60 rounds, positives weighted 10 to 1) on :data:`MODEL_FEATURES`."""
     import lightgbm as lgb
 
     params = {
@@ -311,41 +465,41 @@ def train(x: np.ndarray, y: np.ndarray, seed: int = 0) -> Any:
         "deterministic": True,
         "num_threads": 1,
     }
-    ds = lgb.Dataset(x[:, _COLS], label=y, feature_name=list(MODEL_FEATURES))
-    return lgb.train(params, ds, num_boost_round=40)
-
-
-def predict(booster: Any, x: np.ndarray) -> np.ndarray:
-    """Probabilities that matches with features ``x`` (all :data:`FEATURES`) are useful."""
-    return np.asarray(booster.predict(x[:, _COLS]))
+    prior = rule_priors(rules, y)
+    model = MultiModel(None, prior)
+    xp = model.with_prior(x, rules)
+    ds = lgb.Dataset(xp[:, _COLS], label=y, feature_name=list(MODEL_FEATURES))
+    model.booster = lgb.train(params, ds, num_boost_round=60)
+    return model
 
 
 class LearnedMultiPolicy:
     """Applies every single-pattern match; in iterations ``k_multi .. k_multi + extra - 1``
-    searches the multi-pattern rules and admits the matches whose predicted probability of
-    being useful is at least ``threshold``, the ``max_admit`` most likely per iteration.
+    searches the multi-pattern rules the training data found useful (rule prior above 0)
+    and admits the matches whose predicted probability of being useful is at least
+    ``threshold``, the ``max_admit`` most likely per iteration.
 
     Args:
-        booster: a LightGBM Booster over :data:`FEATURES`.
+        model: the learned :class:`MultiModel`.
         ruleset: the rule set explored (its multi-pattern rules are the candidates).
         cost_model: prices the e-graph for the best-program features.
         extra: iterations past ``k_multi`` in which matches may be admitted (default 1).
-        threshold: least predicted probability admitted (default 0.3).
-        max_admit: most matches admitted per iteration (default 32).
+        threshold: least predicted probability admitted (default 0.5).
+        max_admit: most matches admitted per iteration (default 64).
     """
 
     name = "learned"
 
     def __init__(
         self,
-        booster: Any,
+        model: MultiModel | None,
         ruleset: Any = None,
         cost_model: Any = None,
         extra: int = 1,
-        threshold: float = 0.3,
-        max_admit: int = 32,
+        threshold: float = 0.5,
+        max_admit: int = 64,
     ) -> None:
-        self.booster = booster
+        self.model = model
         self.ruleset = ruleset
         self.cost_model = cost_model
         self.extra = extra
@@ -357,21 +511,14 @@ class LearnedMultiPolicy:
 
     @classmethod
     def load(cls, path: str | Path | None = None, **options: Any) -> LearnedMultiPolicy:
-        """The policy with the classifier stored at ``path`` (default: the shipped one).
+        """The policy with the model stored at ``path`` (default: the shipped one).
 
         Raises:
             ImportError: LightGBM (the ``learn`` extra) is not installed.
             FileNotFoundError: no model file at ``path``.
+            ValueError: the file is not a model (names it).
         """
-        import lightgbm as lgb
-
-        p = Path(path) if path is not None else MODEL_PATH
-        if not p.is_file():
-            raise FileNotFoundError(
-                f"no learned multi-pattern policy at {p}; train one with "
-                "`python bench/guidance.py --train-only`"
-            )
-        return cls(lgb.Booster(model_file=str(p)), **options)
+        return cls(MultiModel.load(path if path is not None else MODEL_PATH), **options)
 
     def bind(self, ruleset: Any, cost_model: Any, k_multi: int) -> LearnedMultiPolicy:
         """Sets the rule set, cost model and ``k_multi`` of the run; returns self."""
@@ -386,6 +533,18 @@ class LearnedMultiPolicy:
         self.k_multi = k_multi
         return iteration < k_multi or self._window(iteration)
 
+    def multi_rules(self, iteration: int) -> list[int] | None:
+        """All multi-pattern rules in the first ``k_multi`` iterations (Tensat's schedule);
+        in the window those with a rule prior above 0."""
+        if not self._window(iteration) or self.model is None:
+            return None
+        names = [d[0] for d in self.ruleset.describe()]
+        return [
+            i
+            for i in sorted(_multi_rules(self.ruleset))
+            if self.model.rule_prior.get(names[i], 0.0) > 0
+        ]
+
     def selects(self, iteration: int) -> bool:
         return self._window(iteration)
 
@@ -395,15 +554,29 @@ class LearnedMultiPolicy:
     def select(self, view: Mapping[str, Any]) -> list[bool]:
         keep = [True] * len(view["rules"])
         multi = _multi_rules(self.ruleset)
+        if not any(r in multi for r in view["rules"]):
+            return keep
         costs = self.cost_model.costs_for_export(view["export"])
         x, idx = match_features(view, costs, multi)
         for i in idx:
             keep[i] = False
-        if len(idx):
-            p = predict(self.booster, x)
+        if len(idx) and self.model is not None:
+            names = [d[0] for d in self.ruleset.describe()]
+            p = self.model.predict(x, [names[view["rules"][i]] for i in idx])
+            p[x[:, FEATURES.index("new_nodes")] < 0] = -1.0  # ill-typed target: never applies
             order = [j for j in np.argsort(-p, kind="stable") if p[j] >= self.threshold]
-            for j in order[: self.max_admit]:
-                keep[idx[j]] = True
-            self.admitted += min(len(order), self.max_admit)
+            seen: set[tuple] = set()
+            admitted = 0
+            for j in order:
+                if admitted >= self.max_admit:
+                    break
+                i = idx[j]
+                key = mirror_key(view["rules"][i], view["classes"][i], view["substs"][i])
+                if key in seen:  # its mirror image is admitted: the same program
+                    continue
+                seen.add(key)
+                keep[i] = True
+                admitted += 1
+            self.admitted += admitted
             self.offered += len(idx)
         return keep
