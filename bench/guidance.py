@@ -194,13 +194,9 @@ def _useful_in_top(
     """How many of the recorded useful matches the model (trained without this model's
     data) ranks among the ``top`` it would admit (prior above 0, score at least
     ``threshold``), counting a match and its mirror image each."""
-    from tensat_py.policies.multi import FEATURES
-
     if not len(y):
         return 0
-    p = model.predict(x, rules)
-    p[[model.rule_prior.get(r, 0.0) <= 0 for r in rules]] = -1.0
-    p[x[:, FEATURES.index("new_nodes")] < 0] = -1.0
+    p = model.scores(x, rules)
     order = [j for j in np.argsort(-p, kind="stable") if p[j] >= threshold]
     return int(y[order[:top]].sum())
 

@@ -1159,12 +1159,7 @@ mod tests {
 
     #[test]
     fn policy_searches_only_the_multi_pattern_rules_it_lists() {
-        let rules = "comm: (ewadd ?x ?y) => (ewadd ?y ?x)\n\
-            m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
-            (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
-            (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
-        let prog = "(ewadd (matmul 0 (input x@4_8) (weight a@8_3)) (matmul 0 (input x@4_8) (weight b@8_3)))";
-        let rs = parse(rules, "t.rules").unwrap();
+        let (rs, prog) = merge_pair();
         let cfg = Config {
             iter_limit: 1,
             k_multi: 0,
@@ -1228,14 +1223,20 @@ mod tests {
         assert_eq!(a.iterations_done, sa.iterations);
     }
 
-    #[test]
-    fn policy_applies_only_the_matches_it_selects() {
+    /// A single-pattern rule (0: `comm`) and a matmul merge (1: `m`), and a program with
+    /// one match of each (`m` in both orders).
+    fn merge_pair() -> (RuleSet, &'static str) {
         let rules = "comm: (ewadd ?x ?y) => (ewadd ?y ?x)\n\
             m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
             (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
             (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
         let prog = "(ewadd (matmul 0 (input x@4_8) (weight a@8_3)) (matmul 0 (input x@4_8) (weight b@8_3)))";
-        let rs = parse(rules, "t.rules").unwrap();
+        (parse(rules, "t.rules").unwrap(), prog)
+    }
+
+    #[test]
+    fn policy_applies_only_the_matches_it_selects() {
+        let (rs, prog) = merge_pair();
         let ex = Explorer::new(&prog.parse().unwrap());
         assert_eq!(ex.match_counts(&rs, true), vec![1, 2]);
         assert_eq!(ex.match_counts(&rs, false), vec![1, 0]);

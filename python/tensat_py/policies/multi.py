@@ -203,7 +203,7 @@ def match_features(
             best_op[mcd[:, 1]],
             np.asarray(view.get("new_nodes", [0] * len(rules)), dtype=np.float64)[idx],
             merged[mcd].sum(axis=1),
-            _overlap(vcd, export, nc),
+            _overlap(vcd, parent, child, nc),
             np.zeros(len(idx)),
         ]
     ).astype(np.float64)
@@ -219,10 +219,10 @@ def _edges(export: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     return parent, flat
 
 
-def _overlap(vcd: np.ndarray, export: Mapping[str, Any], nc: int) -> np.ndarray:
+def _overlap(vcd: np.ndarray, parent: np.ndarray, child: np.ndarray, nc: int) -> np.ndarray:
     """1 where one variable's e-class is an operand of an e-node of another variable's
-    e-class (merging an operator with a merge that already holds it), else 0."""
-    parent, child = _edges(export)
+    e-class (merging an operator with a merge that already holds it), else 0; ``parent``,
+    ``child``: the e-graph's operand edges (:func:`_edges`)."""
     keys = np.unique(parent * (nc + 1) + child)
     out = np.zeros(len(vcd), dtype=bool)
     for a in range(vcd.shape[1]):
@@ -439,6 +439,15 @@ class MultiModel:
         x[:, FEATURES.index("rule_prior")] = [self.rule_prior.get(r, 0.0) for r in rules]
         return x
 
+    def scores(self, x: np.ndarray, rules: Sequence[str]) -> np.ndarray:
+        """:meth:`predict`, with -1 where the match is never admitted: its rule's prior is
+        0 (not searched) or its target does not type-check (``new_nodes`` -1)."""
+        p = self.predict(x, rules)
+        if len(p):
+            p[[self.rule_prior.get(r, 0.0) <= 0 for r in rules]] = -1.0
+            p[x[:, FEATURES.index("new_nodes")] < 0] = -1.0
+        return p
+
     def predict(self, x: np.ndarray, rules: Sequence[str]) -> np.ndarray:
         """Probabilities that matches with features ``x`` (all :data:`FEATURES`) of the
         rules named ``rules`` are useful."""
@@ -500,7 +509,7 @@ class LearnedMultiPolicy:
         max_admit: int = 64,
     ) -> None:
         self.model = model
-        self.ruleset = ruleset
+        self._use_rules(ruleset)
         self.cost_model = cost_model
         self.extra = extra
         self.threshold = threshold
@@ -522,9 +531,16 @@ class LearnedMultiPolicy:
 
     def bind(self, ruleset: Any, cost_model: Any, k_multi: int) -> LearnedMultiPolicy:
         """Sets the rule set, cost model and ``k_multi`` of the run; returns self."""
-        self.ruleset, self.cost_model, self.k_multi = ruleset, cost_model, k_multi
+        self._use_rules(ruleset)
+        self.cost_model, self.k_multi = cost_model, k_multi
         self.admitted = self.offered = 0
         return self
+
+    def _use_rules(self, ruleset: Any) -> None:
+        """Sets the rule set with its rule names and multi-pattern rule indices."""
+        self.ruleset = ruleset
+        self._names = [d[0] for d in ruleset.describe()] if ruleset is not None else []
+        self._multi = _multi_rules(ruleset) if ruleset is not None else set()
 
     def _window(self, iteration: int) -> bool:
         return self.k_multi <= iteration < self.k_multi + self.extra
@@ -538,11 +554,8 @@ class LearnedMultiPolicy:
         in the window those with a rule prior above 0."""
         if not self._window(iteration) or self.model is None:
             return None
-        names = [d[0] for d in self.ruleset.describe()]
         return [
-            i
-            for i in sorted(_multi_rules(self.ruleset))
-            if self.model.rule_prior.get(names[i], 0.0) > 0
+            i for i in sorted(self._multi) if self.model.rule_prior.get(self._names[i], 0.0) > 0
         ]
 
     def selects(self, iteration: int) -> bool:
@@ -553,7 +566,7 @@ class LearnedMultiPolicy:
 
     def select(self, view: Mapping[str, Any]) -> list[bool]:
         keep = [True] * len(view["rules"])
-        multi = _multi_rules(self.ruleset)
+        multi = self._multi
         if not any(r in multi for r in view["rules"]):
             return keep
         costs = self.cost_model.costs_for_export(view["export"])
@@ -561,9 +574,7 @@ class LearnedMultiPolicy:
         for i in idx:
             keep[i] = False
         if len(idx) and self.model is not None:
-            names = [d[0] for d in self.ruleset.describe()]
-            p = self.model.predict(x, [names[view["rules"][i]] for i in idx])
-            p[x[:, FEATURES.index("new_nodes")] < 0] = -1.0  # ill-typed target: never applies
+            p = self.model.scores(x, [self._names[view["rules"][i]] for i in idx])
             order = [j for j in np.argsort(-p, kind="stable") if p[j] >= self.threshold]
             seen: set[tuple] = set()
             admitted = 0
