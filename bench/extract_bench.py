@@ -3,13 +3,14 @@
 Runs greedy (tree), greedy-dag, beam and the ILP (CBC and HiGHS; lazy cycle cuts by default, which
 on e-graphs with class cycles first runs the search over acyclic restrictions, see
 ``docs/extraction.md``; ``--no-search`` adds the exact ILP alone; the paper's order variables
-with ``--order``) on every egraph-serialize file in ``--dir``
-(default ``../shared/data/egraphs``) and prints a markdown table: DAG cost (ms, TASO's
-measured operator runtimes), wall-clock seconds, status, and the gap in percent to the
+with ``--order``; HiGHS on the whole e-graph, not split at dominator cuts, with
+``--whole``) on every egraph-serialize file in ``--dir`` (default
+``../shared/data/egraphs``) and prints a markdown table: DAG cost (ms, TASO's measured
+operator runtimes), wall-clock seconds, status, and the gap in percent to the
 reference optimum (CPLEX, 10 h, from the SmoothE artifact; for ``*_acyclic`` files the
 reference is the full e-graph's, which a cycle-filtered e-graph may not reach).
 
-    python bench/extract_bench.py --time-limit 10 --dir ../shared/data/egraphs /tmp/zoo2
+    python bench/extract_bench.py --time-limit 10 --whole --dir ../shared/data/egraphs /tmp/zoo2
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ REFERENCE = {"tensat_vgg": 4.85076, "tensat_resnet50": 4.38579, "tensat_bert": 0
 DEFAULT_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
 
 
-def configs(order: bool, no_search: bool = False, cbc: bool = True) -> list[tuple[str, dict]]:
+def configs(
+    order: bool, no_search: bool = False, cbc: bool = True, whole: bool = False
+) -> list[tuple[str, dict]]:
     """The extractors to run, as (row name, keyword arguments of ``extract``)."""
     out = [
         ("greedy", {"extractor": "greedy"}),
@@ -35,6 +38,8 @@ def configs(order: bool, no_search: bool = False, cbc: bool = True) -> list[tupl
     if cbc:
         out.append(("ilp-cbc", {"extractor": "ilp", "solver": "cbc"}))
     out.append(("ilp-highs", {"extractor": "ilp", "solver": "highs"}))
+    if whole:
+        out.append(("ilp-highs-whole", {"extractor": "ilp", "solver": "highs", "decompose": False}))
     if no_search:
         out.append(("ilp-highs-exact", {"extractor": "ilp", "solver": "highs", "search": False}))
     if order:
@@ -61,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-search", action="store_true", help="also run the exact HiGHS ILP without search"
     )
+    ap.add_argument(
+        "--whole",
+        action="store_true",
+        help="also run HiGHS on the whole e-graph (no split at dominator cuts), side by side",
+    )
     args = ap.parse_args(argv)
     files = [f for d in args.dir for f in sorted(d.glob("*.json"))]
     if args.only:
@@ -74,13 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "| e-graph | nodes | kept | extractor | cost | lower bound | proved % | reference "
-        "| ref % | seconds | build s | status |"
+        "| ref % | seconds | build s | pieces | status |"
     )
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    pairs: list[tuple[str, float, float, str, str]] = []
     for path in files:
         p = load_json(path)
         ref = REFERENCE.get(path.stem.removesuffix("_acyclic"))
-        for name, kw in configs(args.order, args.no_search, not args.no_cbc):
+        seen: dict[str, tuple[float, str]] = {}
+        for name, kw in configs(args.order, args.no_search, not args.no_cbc, args.whole):
             kwargs = dict(kw)
             if kwargs["extractor"] == "ilp":
                 kwargs["time_limit"] = args.time_limit
@@ -90,11 +102,25 @@ def main(argv: list[str] | None = None) -> int:
             lb = f"{r.lower_bound:.6g}" if r.lower_bound is not None else "-"
             proved = f"{100 * r.gap:.4f}" if r.gap is not None else "-"
             kept = r.stats.get("kept_nodes", "-")
+            pieces = r.stats.get("pieces", 1 if kwargs["extractor"] == "ilp" else "-")
+            seen[name] = (r.seconds, r.status)
             print(
                 f"| {path.stem} | {p.num_nodes} | {kept} | {name} | {r.cost:.6g} | {lb} "
                 f"| {proved} | {ref if ref else '-'} | {gap} | {r.seconds:.2f} "
-                f"| {r.build_seconds:.2f} | {status} |",
+                f"| {r.build_seconds:.2f} | {pieces} | {status} |",
                 flush=True,
+            )
+        if "ilp-highs" in seen and "ilp-highs-whole" in seen:
+            (a, sa), (b, sb) = seen["ilp-highs-whole"], seen["ilp-highs"]
+            pairs.append((path.stem, a, b, sb, sa))
+    if pairs:
+        print("\nHiGHS in pieces against the whole e-graph (same run; seconds, status):\n")
+        print("| e-graph | pieces s | status | whole s | status | whole / pieces |")
+        print("|---|---:|---|---:|---|---:|")
+        for stem, whole_s, parts_s, parts_st, whole_st in pairs:
+            print(
+                f"| {stem} | {parts_s:.2f} | {parts_st} | {whole_s:.2f} | {whole_st} "
+                f"| {whole_s / parts_s:.2f} |"
             )
     return 0
 

@@ -93,6 +93,7 @@ def extract(
     search: bool = True,
     beam_width: int = 4,
     simplify: bool = True,
+    decompose: bool = True,
 ) -> ExtractionResult:
     """Extracts the cheapest program from an e-graph.
 
@@ -114,6 +115,8 @@ def extract(
             start on cyclic e-graphs).
         simplify: simplify the e-graph before the ILP (dominated nodes, nodes needing their
             own class; :mod:`tensat_py.extract.simplify`); pruning always happens.
+        decompose: split the ILP at dominator cuts into independent pieces, solved several
+            at once and proved one by one (:mod:`tensat_py.extract.decompose`).
 
     Returns:
         an :class:`ExtractionResult`; its choice is acyclic and never costlier than the
@@ -154,6 +157,7 @@ def extract(
             warm_start=dag if (warm_start and dag) else None,
             search=search,
             simplify_graph=simplify,
+            decompose=decompose,
         )
     except (pulp.PulpSolverError, OSError) as e:
         # A missing or crashing solver binary: the greedy DAG answer stands.

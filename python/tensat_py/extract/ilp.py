@@ -261,11 +261,15 @@ def solve_ilp(
     search: bool = True,
     seed: int = 0,
     simplify_graph: bool = True,
+    decompose: bool = True,
 ) -> IlpOutcome:
     """Solves the extraction ILP over the simplified e-graph; proves a lower bound.
 
     The e-graph is first simplified (:func:`tensat_py.extract.simplify.simplify`: pruning,
-    dominated nodes, nodes that need their own class). Then
+    dominated nodes, nodes that need their own class). With ``decompose``, it is then split
+    at dominator cuts into independent pieces (:mod:`tensat_py.extract.decompose`), each
+    solved as below, children first, and the pieces' bounds joined; an e-graph without a
+    cut is one piece. Then
 
     * ``solver="highs"``: the model goes to HiGHS as arrays
       (:class:`tensat_py.extract.highs.HighsModel`). Acyclic class graph: one solve. Cyclic
@@ -293,6 +297,7 @@ def solve_ilp(
         seed: the search's random seed.
         simplify_graph: apply the dominance and necessary-class simplifications (pruning is
             always applied).
+        decompose: split the e-graph at dominator cuts and solve the pieces one by one.
 
     Returns:
         an :class:`IlpOutcome` with ``lower_bound`` and the seconds per phase.
@@ -323,6 +328,36 @@ def solve_ilp(
         not all(simp.keep[i] for i in warm.values()) or problem.check_choice(warm) is not None
     ):
         warm = None
+    if decompose and start + time_limit - time.perf_counter() > 0.05:  # else: no time left
+        from tensat_py.extract.decompose import decompose as split
+        from tensat_py.extract.decompose import solve_pieces
+
+        pieces = split(problem, simp.keep)
+        simplify_seconds = time.perf_counter() - start  # the split counts as simplification
+        if len(pieces.pieces) > 1:
+
+            def solve_piece(
+                sub: ExtractionProblem, limit: float, start: dict[int, int] | None
+            ) -> IlpOutcome:
+                return solve_ilp(
+                    sub,
+                    solver=solver,
+                    time_limit=limit,
+                    cycle_constraints=cycle_constraints,
+                    order_vars=order_vars,
+                    warm_start=start,
+                    search=search,
+                    seed=seed,
+                    simplify_graph=simplify_graph,
+                    decompose=False,
+                )
+
+            outcome = solve_pieces(
+                problem, pieces, solve_piece, deadline=start + time_limit, warm=warm
+            )
+            outcome.simplify_seconds += simplify_seconds
+            outcome.stats = {**simp.stats, **outcome.stats}
+            return outcome
     if solver == "highs":
         outcome = _solve_highs(
             problem,

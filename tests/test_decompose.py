@@ -1,0 +1,147 @@
+"""Extraction split at dominator cuts (tensat_py.extract.decompose)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from tensat_py.egraph import ExtractionProblem, load_json
+from tensat_py.extract import extract
+from tensat_py.extract.decompose import decompose, piece_problem
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
+
+
+def make(nodes: list[tuple[int, list[int], float]], roots: list[int]) -> ExtractionProblem:
+    """nodes: (class, child classes, cost)."""
+    return ExtractionProblem(
+        node_op=[f"n{i}" for i in range(len(nodes))],
+        node_eclass=[n[0] for n in nodes],
+        node_children=[list(n[1]) for n in nodes],
+        node_cost=[float(n[2]) for n in nodes],
+        num_classes=1 + max(n[0] for n in nodes),
+        roots=roots,
+    )
+
+
+def block(base: int, x_input: list[int]) -> list[tuple[int, list[int], float]]:
+    """Classes base..base+3: X = x(input) 3; A = {a(X) 1 | 3}; B = {b(X) 1 | 3};
+    O = r(A, B) 0. Greedy takes 3 + 3; sharing X costs 3 + 1 + 1."""
+    x, a, b, o = base, base + 1, base + 2, base + 3
+    return [
+        (x, x_input, 3),
+        (a, [x], 1),
+        (a, [], 3),
+        (b, [x], 1),
+        (b, [], 3),
+        (o, [a, b], 0),
+    ]
+
+
+def two_blocks(extra: list[tuple[int, list[int], float]] = ()) -> ExtractionProblem:
+    """Block 1 (classes 0-3) feeds block 2 (classes 4-7); root 7."""
+    return make(block(0, []) + block(4, [3]) + list(extra), roots=[7])
+
+
+def test_blocks_in_a_chain_are_cut_apart() -> None:
+    p = two_blocks()
+    d = decompose(p, [True] * p.num_nodes, min_nodes=2)
+    assert [q.root for q in d.pieces] == [3, None]
+    assert sorted(d.pieces[0].classes) == [0, 1, 2, 3]
+    assert d.pieces[1].leaves == [3]
+    r = extract(p, solver="highs")
+    # Block 2 from its leaves (3 + 3) is cheaper than block 1 plus block 2 shared (5 + 5).
+    assert (r.status, r.cost, r.lower_bound) == ("optimal", 6.0, 6.0)
+    assert 3 not in r.choices and r.stats["pieces"] > 1
+
+
+def test_a_class_read_by_two_blocks_is_no_cut() -> None:
+    # Block 2's root also reads block 1's class A: block 1's output no longer dominates it.
+    p = two_blocks([(7, [3, 1], 0.5)])
+    d = decompose(p, [True] * p.num_nodes, min_nodes=2)
+    assert [q.root for q in d.pieces] == [None]
+
+
+def test_shared_weights_do_not_block_a_cut() -> None:
+    # A free leaf W (class 8) read by both blocks: trivial, its choice is fixed and free.
+    p = make(block(0, [8]) + block(4, [3, 8]) + [(8, [], 0)], roots=[7])
+    d = decompose(p, [True] * p.num_nodes, min_nodes=2)
+    assert [q.root for q in d.pieces] == [3, None]
+    assert d.trivial == {8: p.num_nodes - 1}
+
+
+def test_a_child_the_parent_may_leave_out_is_priced() -> None:
+    # Root R = {f(P) 0.5 | g(Q) 1}; P's block costs 10 and more, Q's 1: the optimum is g, Q.
+    # Priced at 0, P would look cheaper to the root's piece.
+    p = make(
+        [
+            (0, [], 10),  # P's only node... with a choice below it
+            (1, [0], 1),
+            (1, [0], 2),  # P = class 1
+            (2, [], 1),
+            (3, [2], 0),
+            (3, [2], 0.5),  # Q = class 3
+            (4, [1], 0.5),
+            (4, [3], 1),  # R = class 4
+        ],
+        roots=[4],
+    )
+    d = decompose(p, [True] * p.num_nodes, min_nodes=2)
+    assert {q.root for q in d.pieces} == {1, 3, None}
+    r = extract(p, solver="highs")
+    assert r.cost == 2.0 and r.status == "optimal"
+    assert r.choices[4] == 7
+
+
+def test_piece_problem_prices_its_leaves() -> None:
+    p = two_blocks()
+    d = decompose(p, [True] * p.num_nodes, min_nodes=2)
+    sub, origin = piece_problem(p, d, d.pieces[1], {3: 5.0})
+    leaf = origin.index(-1)
+    assert sub.node_cost[leaf] == 5.0 and sub.node_children[leaf] == []
+    assert sorted(i for i in origin if i >= 0) == list(range(6, 12))
+
+
+def random_blocks(rng: random.Random, blocks: int) -> ExtractionProblem:
+    """A chain of small random blocks, each reading the previous block's output."""
+    nodes: list[tuple[int, list[int], float]] = []
+    prev: list[int] = []
+    base = 0
+    for _ in range(blocks):
+        size = rng.randint(2, 5)
+        classes = list(range(base, base + size))
+        for c in classes:
+            for _ in range(rng.randint(1, 2)):
+                below = [d for d in classes if d < c]
+                kids = rng.sample(below, k=min(len(below), rng.randint(0, 2)))
+                nodes.append((c, kids + prev, rng.choice([0.0, 0.5, 1.0, 2.0, 3.0])))
+        out = classes[-1]
+        nodes.append((out, prev, 9.0))  # every block can be built
+        prev = [out]
+        base += size
+    return make(nodes, roots=prev)
+
+
+def test_decomposed_extraction_matches_the_whole_ilp() -> None:
+    rng = random.Random(11)
+    split_some = 0
+    for _ in range(25):
+        p = random_blocks(rng, rng.randint(2, 5))
+        whole = extract(p, solver="highs", decompose=False, time_limit=20)
+        parts = extract(p, solver="highs", decompose=True, time_limit=20)
+        assert whole.status == parts.status == "optimal"
+        assert parts.cost == pytest.approx(whole.cost)
+        assert p.check_choice(parts.choices) is None
+        assert parts.lower_bound == pytest.approx(parts.cost)
+        split_some += parts.stats.get("pieces", 1) > 1
+    assert split_some >= 10
+
+
+@pytest.mark.skipif(not (DATA / "tensat_resnet50.json").exists(), reason="no ../shared data")
+def test_cyclic_resnet50_is_proved_optimal_piece_by_piece() -> None:
+    p = load_json(DATA / "tensat_resnet50.json")
+    r = extract(p, solver="highs", time_limit=60)
+    assert r.stats["pieces"] > 1
+    assert r.status == "optimal"
+    assert r.cost == pytest.approx(4.38579, rel=1e-5)  # CPLEX's 10 h optimum
