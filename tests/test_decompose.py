@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tensat_py.egraph import ExtractionProblem, load_json
 from tensat_py.extract import extract
-from tensat_py.extract.decompose import decompose, piece_problem
+from tensat_py.extract.decompose import decompose, immediate_dominators, piece_problem
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
 
@@ -145,3 +145,30 @@ def test_cyclic_resnet50_is_proved_optimal_piece_by_piece() -> None:
     assert r.stats["pieces"] > 1
     assert r.status == "optimal"
     assert r.cost == pytest.approx(4.38579, rel=1e-5)  # CPLEX's 10 h optimum
+
+
+def reach(succ: dict[int, list[int]], root: int, without: int | None = None) -> set[int]:
+    seen, stack = {root}, [root]
+    while stack:
+        for w in succ.get(stack.pop(), ()):
+            if w != without and w not in seen:
+                seen.add(w)
+                stack.append(w)
+    return seen
+
+
+def test_immediate_dominators_match_the_definition() -> None:
+    # d dominates v when v cannot be reached from the root without d; idom(v) is the strict
+    # dominator of v that every other strict dominator of v dominates.
+    rng = random.Random(5)
+    for _ in range(300):
+        n = rng.randint(1, 10)
+        succ = {v: [rng.randrange(n) for _ in range(rng.randint(0, 3))] for v in range(n)}
+        idom = immediate_dominators(succ, 0)
+        live = reach(succ, 0)
+        assert set(idom) == live and idom[0] == 0
+        dom = {v: {d for d in live if d in (0, v) or v not in reach(succ, 0, d)} for v in live}
+        for v in live - {0}:
+            strict = dom[v] - {v}
+            assert idom[v] in strict
+            assert strict <= dom[idom[v]]

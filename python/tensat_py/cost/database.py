@@ -126,12 +126,33 @@ class ProfileDatabase:
             str(self.path), timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
         )
         self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
-        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._use_wal()
         self._conn.execute("PRAGMA synchronous = NORMAL")
         with self._write() as cur:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     cur.execute(stmt)
+
+    def _use_wal(self) -> None:
+        """Switches the file to write-ahead logging (kept in the file, so once is enough).
+
+        The switch needs the file to itself and SQLite does not wait for it (no busy
+        handler): when another process opens the new file at the same moment, it is
+        retried, with a growing pause, for up to :data:`BUSY_TIMEOUT` seconds.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        pause = 0.005
+        while True:
+            try:
+                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(0.2, 2 * pause)
 
     def __repr__(self) -> str:
         return f"ProfileDatabase({str(self.path)!r})"

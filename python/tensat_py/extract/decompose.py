@@ -9,7 +9,7 @@ has child class ``d``) from a virtual root above the root classes, leaving out *
 classes: one kept node of cost 0 whose children are all trivial (inputs, weights and their
 literal parameters), whose choice is fixed and free, so sharing them couples nothing. In
 its dominator tree (Cooper, Harvey and Kennedy, *A Simple, Fast Dominance Algorithm*, 2001;
-computed by :func:`networkx.immediate_dominators`), class ``q`` is a *cut* when no edge
+:func:`immediate_dominators`), class ``q`` is a *cut* when no edge
 leaves ``q``'s dominator subtree ``T(q)``: every class ``q`` can reach is reached only
 through ``q``. Then an extraction's choices inside ``T(q)`` and outside it are independent:
 outside, ``q`` behaves as a leaf whose price is the cost of ``q``'s best sub-DAG; cycles
@@ -49,7 +49,14 @@ if TYPE_CHECKING:
 #: ``solve(sub_problem, time_limit_seconds, warm_start) -> IlpOutcome`` for one piece.
 PieceSolver = Callable[[ExtractionProblem, float, "dict[int, int] | None"], "IlpOutcome"]
 
-__all__ = ["Piece", "Decomposition", "decompose", "piece_problem", "solve_pieces"]
+__all__ = [
+    "Piece",
+    "Decomposition",
+    "decompose",
+    "immediate_dominators",
+    "piece_problem",
+    "solve_pieces",
+]
 
 _TOP = -1  # the virtual root's id in the class graph
 
@@ -117,27 +124,19 @@ def decompose(
         >>> [(q.root, q.classes, q.leaves) for q in d.pieces]
         [(1, [1], [2]), (None, [0], [1])]
     """
-    import networkx as nx
-
     members: dict[int, list[int]] = {}
     for i, k in enumerate(keep):
         if k:
             members.setdefault(problem.node_eclass[i], []).append(i)
     trivial = _trivial(problem, members)
-    graph = nx.DiGraph()
-    graph.add_node(_TOP)
-    for r in problem.roots:
-        if r not in trivial:
-            graph.add_edge(_TOP, r)
+    succ: dict[int, list[int]] = {
+        _TOP: list(dict.fromkeys(r for r in problem.roots if r not in trivial))
+    }
     for c, ns in members.items():
-        if c in trivial:
-            continue
-        graph.add_node(c)
-        for i in ns:
-            for d in problem.node_children[i]:
-                if d not in trivial:
-                    graph.add_edge(c, d)
-    idom = nx.immediate_dominators(graph, _TOP)
+        if c not in trivial:
+            kids = (d for i in ns for d in problem.node_children[i] if d not in trivial)
+            succ[c] = list(dict.fromkeys(kids))
+    idom = immediate_dominators(succ, _TOP)
     kids: dict[int, list[int]] = {}
     for v, d in idom.items():
         if v != d:
@@ -145,7 +144,7 @@ def decompose(
     order, enter, leave = _preorder(kids)
     # Edges leaving each dominator subtree: +1 at the edge's source, -1 where its path ends.
     leaving = dict.fromkeys(order, 0)
-    for x, y in graph.edges:
+    for x, y in ((x, y) for x, ys in succ.items() for y in ys):
         back = enter[y] <= enter[x] and leave[x] <= leave[y]  # y dominates x
         leaving[x] += 1
         leaving[y if back else idom[y]] -= 1
@@ -194,6 +193,67 @@ def decompose(
     return Decomposition(
         pieces=pieces, trivial={c: members[c][0] for c in trivial}, members=members
     )
+
+
+def immediate_dominators(succ: dict[int, list[int]], root: int) -> dict[int, int]:
+    """Immediate dominator of every vertex reachable from ``root`` (``root`` maps to itself).
+
+    Cooper, Harvey and Kennedy, *A Simple, Fast Dominance Algorithm* (2001): iterate
+    ``idom(b) = intersect over the processed predecessors p of b`` in reverse postorder until
+    nothing changes, walking up the current tree by postorder number to intersect.
+
+    Args:
+        succ: successors of each vertex (a vertex missing from it has none).
+        root: the start vertex.
+
+    Example:
+        >>> immediate_dominators({0: [1, 2], 1: [3], 2: [3], 3: []}, 0)
+        {0: 0, 1: 0, 2: 0, 3: 0}
+    """
+    post: dict[int, int] = {}
+    order: list[int] = []
+    seen = {root}
+    stack = [(root, iter(succ.get(root, ())))]
+    while stack:
+        v, it = stack[-1]
+        for w in it:
+            if w not in seen:
+                seen.add(w)
+                stack.append((w, iter(succ.get(w, ()))))
+                break
+        else:
+            stack.pop()
+            post[v] = len(order)
+            order.append(v)
+    preds: dict[int, list[int]] = {v: [] for v in order}
+    for v in order:
+        for w in succ.get(v, ()):
+            preds[w].append(v)
+    idom = {root: root}
+    changed = True
+    while changed:
+        changed = False
+        for b in reversed(order):
+            if b == root:
+                continue
+            new = -1
+            first = True
+            for p in preds[b]:
+                if p not in idom:
+                    continue
+                if first:
+                    new, first = p, False
+                    continue
+                a = p
+                while a != new:
+                    while post[a] < post[new]:
+                        a = idom[a]
+                    while post[new] < post[a]:
+                        new = idom[new]
+            if idom.get(b) != new:
+                idom[b] = new
+                changed = True
+    return idom
 
 
 def piece_problem(
