@@ -9,6 +9,7 @@ from tensat_py.cost.base import make_context
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.profile import OrtBackend, fingerprint, signature
 from tensat_py.cost.roofline import op_flops_bytes
+from tensat_py.graph import TensorType
 
 try:
     import lightgbm  # noqa: F401
@@ -111,3 +112,19 @@ def test_spearman_of_ranks():
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert spearman([1, 2, 2, 3], [1, 2, 2, 3]) == pytest.approx(1.0)
+
+
+@needs_lgb
+def test_a_split_is_priced_on_cpu_where_onnxruntime_runs_it(cache):
+    from tensat_py.cost import get_cost_model
+    from tensat_py.cost.learned import LearnedCostModel
+
+    db = ProfileDatabase()
+    _fill(db, _cpu_fp(), SIZES)
+    model = get_cost_model("learned", "cpu")
+    assert isinstance(model, LearnedCostModel)
+    parts = (TensorType((1, 8, 8, 8), "float32"), TensorType((1, 4, 8, 8), "float32"))
+    split = make_context("split", {"axis": 1}, [(1, 12, 8, 8)], parts)
+    assert model.costs([split])[0] > 0
+    model.fusion = False  # the rules of a device without onnxruntime: a view
+    assert model.costs([split])[0] == 0.0

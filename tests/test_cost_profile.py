@@ -74,6 +74,25 @@ def test_constant_nodes_and_views_cost_nothing_and_are_not_measured(cache):
     assert m.measured == 0
 
 
+def _split_of_merged_conv():
+    """A split of a convolution's output along channels (the ``conv-merge`` rewrite's)."""
+    b = GraphBuilder()
+    x = b.input((1, 8, 8, 8), "x")
+    w1 = b.weight((8, 8, 1, 1), "w1")
+    w2 = b.weight((4, 8, 1, 1), "w2")
+    merged = b.conv2d(x, b.concat(0, [w1, w2]), stride=1, padding="same")
+    first, second = b.split(merged, 1)
+    return b.finish([first, second])
+
+
+def test_a_split_is_a_kernel_on_onnxruntime_and_a_view_elsewhere(cache):
+    # TASO's language treats split as a view; onnxruntime runs an ONNX Split (a copy).
+    split = next(c for c in graph_contexts(_split_of_merged_conv()) if c.op == "split")
+    ort = ProfileCostModel("cpu")
+    assert ort.cost(split) > 0 and ort.measured == 1
+    assert ProfileCostModel("cpu", backend="numpy").cost(split) == 0.0
+
+
 def test_relu_after_a_convolution_is_priced_as_fused_on_onnxruntime(cache):
     m = ProfileCostModel("cpu")
     relu = {c.op: c for c in graph_contexts(_twin_convs())}["relu"]

@@ -469,3 +469,28 @@ def test_every_language_operator_with_an_onnx_form_is_reached_through_the_regist
     for name, d in ops.all_ops().items():
         if d.to_onnx is not None and name not in ("input", "weight", "opaque"):
             assert f'"{name}"' not in src, name
+
+
+def test_a_value_computed_twice_exports_once_and_runs():
+    # Two identical AveragePool nodes on one input: one ONNX node stands for two graph
+    # nodes; the export used to lose one of their names (KeyError on NasNet-A).
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    pool = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [1, 1]}
+    nodes = [
+        helper.make_node("AveragePool", ["x"], ["a"], name="p1", **pool),
+        helper.make_node("AveragePool", ["x"], ["b"], name="p2", **pool),
+        helper.make_node("Relu", ["b"], ["c"], name="r"),
+        helper.make_node("Add", ["a", "c"], ["y"], name="s"),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "twice", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    model.ir_version = 8
+    again = tonnx.to_model(tonnx.load(model))
+    onnx.checker.check_model(again)
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 4, 8, 8)).astype(np.float32)}
+    want = ort_exec.session(model).run(None, feeds)[0]
+    got = ort_exec.session(again).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert len(again.graph.node) <= len(model.graph.node)

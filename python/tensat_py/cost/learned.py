@@ -49,6 +49,7 @@ from tensat_py.cost.profile import (
     fingerprint,
     numpy_backend,
     ort_fused,
+    ort_priced,
 )
 from tensat_py.graph import TensorType
 
@@ -403,7 +404,8 @@ class LearnedCostModel(OpCostModel):
         fp: the device fingerprint.
         overhead: ``(call overhead, per-node cost)`` seconds, as in ``profile``.
         spearman: the stored held-out rank correlation.
-        fusion: price what onnxruntime fuses at the per-node cost (CPU).
+        fusion: the onnxruntime (CPU) pricing rules: what it fuses costs the per-node
+            cost, and the views it runs as kernels (``profile.ORT_KERNELS``) are priced.
     """
 
     name = "learned"
@@ -474,7 +476,7 @@ class LearnedCostModel(OpCostModel):
         keys: list[tuple[Any, ...]] = []
         for k, c in enumerate(ctxs):
             d = opdef(c.op, "learned")
-            if c.constant or not d.launches_kernel:
+            if not (ort_priced(c) if self.fusion else not c.constant and d.launches_kernel):
                 continue
             row = features(c)
             key = tuple(row)

@@ -304,6 +304,33 @@ def one_op_graph(ctx: ops.OpContext) -> Graph:
     return g
 
 
+def _split_model(ctx: ops.OpContext) -> Any:
+    """The ONNX model of one ``split``: input ``x``, an ONNX ``Split`` into the two parts of
+    ``ctx.output`` along ``ctx.params["axis"]`` (opset 17)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tensat_py.frontends.onnx import DTYPE_TO_ELEM
+
+    x = ctx.inputs[0]
+    parts = ctx.output
+    assert isinstance(x, TensorType) and isinstance(parts, tuple)
+    axis = int(ctx.params["axis"])
+    elem = DTYPE_TO_ELEM.get(x.dtype, TensorProto.FLOAT)
+    sizes = numpy_helper.from_array(
+        np.asarray([p.shape[axis] for p in parts], dtype=np.int64), "sizes"
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Split", ["x", "sizes"], ["y0", "y1"], axis=axis)],
+        "split",
+        [helper.make_tensor_value_info("x", elem, list(x.shape))],
+        [helper.make_tensor_value_info(f"y{k}", elem, list(p.shape)) for k, p in enumerate(parts)],
+        initializer=[sizes],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
 class OrtBackend:
     """onnxruntime CPU: a one-operator session per signature (see the module docstring).
 
@@ -369,8 +396,15 @@ class OrtBackend:
     def measure(self, ctx: ops.OpContext) -> Measurement:
         from tensat_py.frontends.onnx import to_model
 
-        g = one_op_graph(ctx)
         rng = np.random.default_rng(0)
+        if ctx.op == "split":  # the language builds a split only over a concat
+            x = ctx.inputs[0]
+            assert isinstance(x, TensorType)
+            feeds = {"x": _positive(rng, x)}
+            return time_callable(
+                self._bound_call(self._session(_split_model(ctx)), feeds), **self.timing
+            )
+        g = one_op_graph(ctx)
         weights = {g.nodes[i].name: _positive(rng, g.nodes[i].type) for i in g.weights()}
         try:
             model = to_model(g, weights=weights, check=False)
@@ -525,6 +559,21 @@ def cupy_backend(device_id: int = 0, **timing: Any) -> ArrayBackend:
 
 
 # ============================================================================ fusion
+#: Operators the TASO language treats as views (no kernel, cost 0) that onnxruntime runs as
+#: a kernel: ``split`` becomes an ONNX ``Split``, which copies each part out (and in a CNN
+#: also takes the tensor out of the blocked NCHWc layout, which is not priced; see
+#: docs/cost-models.md). On onnxruntime they are measured like any operator.
+ORT_KERNELS = frozenset({"split"})
+
+
+def ort_priced(ctx: ops.OpContext) -> bool:
+    """Whether ``ctx`` costs time on onnxruntime (CPU): not constant, and an operator that
+    launches a kernel (the registry's ``launches_kernel``) or one of :data:`ORT_KERNELS`."""
+    if ctx.constant:
+        return False
+    return opdef(ctx.op, "profile").launches_kernel or ctx.op in ORT_KERNELS
+
+
 #: Activations onnxruntime fuses into the convolution (or Gemm) before them.
 ORT_ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "leaky_relu", "clip", "hard_sigmoid"})
 #: Sums onnxruntime fuses into the convolution (NCHWc Conv+Sum) or MatMul (Gemm) before.
@@ -662,6 +711,8 @@ class ProfileCostModel(OpCostModel):
 
     # ---------------------------------------------------------------- pricing
     def _priced(self, ctx: ops.OpContext) -> bool:
+        if isinstance(self.backend, OrtBackend):
+            return ort_priced(ctx)
         d = opdef(ctx.op, "profile")
         return not (ctx.constant or not d.launches_kernel)
 

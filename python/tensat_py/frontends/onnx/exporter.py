@@ -411,26 +411,31 @@ class _Exporter:
                     self.names[nid] = want
         # Source ONNX nodes written as they were: one instance per (node, inputs); the
         # first keeps the node's value names (unless one is an output computed elsewhere).
-        instances: dict[tuple, dict[int, int]] = {}
+        # Several graph nodes can stand for one output of one instance (a model that
+        # computed the same value twice): they all read the one ONNX value.
+        instances: dict[tuple, dict[int, list[int]]] = {}
         for nid in order:
             if nid in macros:
                 m = macros[nid]
-                instances.setdefault((m.source, m.bindings), {})[m.output] = nid
+                instances.setdefault((m.source, m.bindings), {}).setdefault(m.output, [])
+                instances[(m.source, m.bindings)][m.output].append(nid)
         self.instance_outputs: dict[tuple, list[str]] = {}
         first: set[int] = set()
         at: dict[int, tuple] = {}
+        position = {nid: k for k, nid in enumerate(order)}
         for inst, outs in instances.items():
             proto = self.src.source_nodes[inst[0]].proto  # type: ignore[union-attr]
             names = []
             for j, o in enumerate(proto.output):
-                nid = outs.get(j)
-                fresh = inst[0] in first or (o in output_of and output_of[o] != nid)
+                nids = outs.get(j, [])
+                fresh = inst[0] in first or (o in output_of and output_of[o] not in nids)
                 names.append((w.fresh(o) if fresh else o) if o else "")
-                if nid is not None:
+                for nid in nids:
                     self.names[nid] = names[-1]
             first.add(inst[0])
             self.instance_outputs[inst] = names
-            at[min(outs.values())] = inst
+            # Written where its first output comes in the order (its inputs are named).
+            at[min((n for ns in outs.values() for n in ns), key=position.__getitem__)] = inst
         for k, o in enumerate(g.outputs):
             if o not in self.names:
                 self.names[o] = out_names[k]
