@@ -128,3 +128,26 @@ def test_a_split_is_priced_on_cpu_where_onnxruntime_runs_it(cache):
     assert model.costs([split])[0] > 0
     model.fusion = False  # the rules of a device without onnxruntime: a view
     assert model.costs([split])[0] == 0.0
+
+
+@needs_lgb
+def test_a_model_stored_with_older_features_is_retrained_on_use(cache):
+    from tensat_py.cost import learned
+
+    db = ProfileDatabase()
+    fp = _cpu_fp()
+    _fill(db, fp, SIZES)
+    db.save_model(fp, learned.KIND, b"not a model", spearman=0.5, n_train=1, n_test=1, meta={})
+    model = learned.LearnedCostModel.for_device("cpu", db)
+    assert model.spearman != 0.5
+    assert db.load_model(fp, learned.KIND)["meta"]["features"] == learned.FEATURES
+
+
+def test_a_signature_with_a_scalar_operand_parses_back():
+    # A scalar operand (shape ()) is a tensor, not a pair: training used to stop on one.
+    from tensat_py.cost.learned import context_of
+
+    ctx = make_context("ewadd", {}, [(), (2, 3)], (2, 3))
+    back = context_of(signature(ctx))
+    assert back.inputs[0] == TensorType((), "float32")
+    assert back.output == TensorType((2, 3), "float32")

@@ -11,7 +11,8 @@ predicts the time of operator shapes never measured:
   application;
 * **features** (:func:`features`): the operator (a categorical feature), its numeric
   parameters (strides, kernel, padding, activation, axis, groups...), log2 of FLOPs and
-  bytes from the operator's declaration (the roofline figures), the output's and each of
+  bytes from the operator's declaration (the roofline figures; a view onnxruntime runs as
+  a copy, ``split``, reads and writes its operand), the output's and each of
   the first three operands' element counts, ranks and dimensions, and the operands'
   constant flags;
 * **objective** ``"rank"`` (default): LightGBM trees with a pairwise logistic (RankNet)
@@ -25,7 +26,9 @@ predicts the time of operator shapes never measured:
 
 Priced like ``profile``: the predicted one-operator figure less the calibrated call
 overhead, the per-node cost for what onnxruntime fuses, 0 for constant nodes and operators
-that launch no kernel. Needs LightGBM (``pip install 'tensat-py[learn]'``).
+that launch no kernel (on CPU: no onnxruntime kernel). A stored model made with another
+version of the features (:data:`FEATURES`) is retrained on first use. Needs LightGBM
+(``pip install 'tensat-py[learn]'``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from tensat_py.cost.base import CostContext, OpCostModel, opdef
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.profile import (
     GPU_DEVICES,
+    ORT_KERNELS,
     OVERHEAD_SIGNATURE,
     OrtBackend,
     cupy_backend,
@@ -68,6 +72,10 @@ __all__ = [
 MIN_RECORDS = 40
 #: The ``models`` table's kind for this model.
 KIND = "learned"
+#: Version of :func:`features`; a stored model of another version is retrained on use.
+#: 2: an operator onnxruntime runs as a copy (``profile.ORT_KERNELS``) reads and writes
+#: its operand's bytes.
+FEATURES = 2
 #: Numeric parameters read as features (absent: -1).
 PARAMS = (
     "act",
@@ -123,6 +131,12 @@ def features(ctx: ops.OpContext) -> list[float]:
     """
     d = opdef(ctx.op, "learned")
     flops, nbytes = d.cost(ctx)
+    if ctx.op in ORT_KERNELS and not nbytes:  # a view in the language, a copy on onnxruntime
+        nbytes = 2 * sum(
+            t.numel * np.dtype(t.dtype).itemsize
+            for t in ctx.inputs
+            if isinstance(t, TensorType) and t.dtype != "bfloat16"
+        )
     out = ctx.output
     out_t = out if isinstance(out, TensorType) else out[0]
     row: list[float] = [float(_op_codes().get(ctx.op, -1)), _log2(flops), _log2(nbytes)]
@@ -153,7 +167,7 @@ def context_of(sig: str) -> CostContext:
     doc = json.loads(sig)
 
     def typ(x: Any) -> Any:
-        if isinstance(x[0], list) and x and isinstance(x[0][0], list):  # a pair
+        if isinstance(x[0], list) and x[0] and isinstance(x[0][0], list):  # a pair
             return tuple(typ(p) for p in x)
         return TensorType(tuple(int(d) for d in x[0]), str(x[1]))
 
@@ -376,7 +390,12 @@ def train(
         spearman=rho,
         n_train=report.n_train,
         n_test=report.n_test,
-        meta={"objective": objective, "seed": seed, "test_fraction": test_fraction},
+        meta={
+            "objective": objective,
+            "seed": seed,
+            "test_fraction": test_fraction,
+            "features": FEATURES,
+        },
     )
     return model, report
 
@@ -447,6 +466,8 @@ class LearnedCostModel(OpCostModel):
         database = db if isinstance(db, ProfileDatabase) else ProfileDatabase(db)
         fp = fingerprint(_device_info(device))
         stored = database.load_model(fp, KIND)
+        if stored is not None and stored.get("meta", {}).get("features") != FEATURES:
+            stored = None  # made by another version of the features: retrain
         if stored is not None:
             predictor = _Predictor.loads(stored["blob"])
             rho = stored["spearman"]
