@@ -6,23 +6,12 @@ import random
 from pathlib import Path
 
 import pytest
+from extraction_helpers import make
 from tensat_py.egraph import ExtractionProblem, load_json
 from tensat_py.extract import extract
 from tensat_py.extract.decompose import decompose, immediate_dominators, piece_problem
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
-
-
-def make(nodes: list[tuple[int, list[int], float]], roots: list[int]) -> ExtractionProblem:
-    """nodes: (class, child classes, cost)."""
-    return ExtractionProblem(
-        node_op=[f"n{i}" for i in range(len(nodes))],
-        node_eclass=[n[0] for n in nodes],
-        node_children=[list(n[1]) for n in nodes],
-        node_cost=[float(n[2]) for n in nodes],
-        num_classes=1 + max(n[0] for n in nodes),
-        roots=roots,
-    )
 
 
 def block(base: int, x_input: list[int]) -> list[tuple[int, list[int], float]]:

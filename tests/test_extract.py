@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import random
 from pathlib import Path
 
 import pytest
+from extraction_helpers import brute_force, make
 from tensat_py.egraph import ExtractionProblem, load_json
 from tensat_py.extract import extract
 from tensat_py.extract.ilp import prune
@@ -15,33 +15,6 @@ from tensat_py.extract.ilp import prune
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
 # Reference optimum (CPLEX, 10 h; SmoothE artifact) of the full e-graphs.
 OPTIMUM = {"tensat_vgg": 4.85076, "tensat_resnet50": 4.38579, "tensat_bert": 0.70472}
-
-
-def make(
-    nodes: list[tuple[int, list[int], float]], roots: list[int], forbidden=()
-) -> ExtractionProblem:
-    """nodes: (class, child classes, cost)."""
-    return ExtractionProblem(
-        node_op=[f"n{i}" for i in range(len(nodes))],
-        node_eclass=[n[0] for n in nodes],
-        node_children=[list(n[1]) for n in nodes],
-        node_cost=[float(n[2]) for n in nodes],
-        num_classes=1 + max(n[0] for n in nodes),
-        roots=roots,
-        forbidden=set(forbidden),
-    )
-
-
-def brute_force(p: ExtractionProblem) -> float:
-    """Least DAG cost over every choice function (tiny problems only)."""
-    forbidden = p.forbidden_mask()
-    options = [[i for i in nodes if not forbidden[i]] or [None] for nodes in p.class_nodes()]
-    best = math.inf
-    for combo in itertools.product(*options):
-        choices = {c: n for c, n in enumerate(combo) if n is not None}
-        if p.check_choice(choices) is None:
-            best = min(best, p.dag_cost(choices))
-    return best
 
 
 def assert_valid(p: ExtractionProblem, r) -> None:

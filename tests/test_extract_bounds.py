@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import random
 from pathlib import Path
 
 import pytest
+from extraction_helpers import brute_force, make
 from tensat_py.egraph import ExtractionProblem, load_json
 from tensat_py.extract import extract
 from tensat_py.extract.greedy import beam_dag, greedy_dag
@@ -16,29 +16,6 @@ from tensat_py.extract.highs import HighsModel
 from tensat_py.extract.simplify import simplify
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
-
-
-def make(nodes: list[tuple[int, list[int], float]], roots: list[int]) -> ExtractionProblem:
-    """nodes: (class, child classes, cost)."""
-    return ExtractionProblem(
-        node_op=[f"n{i}" for i in range(len(nodes))],
-        node_eclass=[n[0] for n in nodes],
-        node_children=[list(n[1]) for n in nodes],
-        node_cost=[float(n[2]) for n in nodes],
-        num_classes=1 + max(n[0] for n in nodes),
-        roots=roots,
-    )
-
-
-def brute_force(p: ExtractionProblem) -> float:
-    """Least DAG cost over every choice function (tiny problems only)."""
-    options = [nodes or [None] for nodes in p.class_nodes()]
-    best = math.inf
-    for combo in itertools.product(*options):
-        choices = {c: n for c, n in enumerate(combo) if n is not None}
-        if p.check_choice(choices) is None:
-            best = min(best, p.dag_cost(choices))
-    return best
 
 
 # X cost 3; A = {a1(X) 1 | a2 3}; B = {b1(X) 1 | b2 3}; root R = r(A, B). Optimum 5.

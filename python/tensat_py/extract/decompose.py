@@ -509,6 +509,8 @@ def _free_leaves(
     fixpoint of ``need(c) = ⋂_{node i of c} ⋃_{child e of i} need(e)`` (a child root
     needs itself, a trivial class nothing); the answer is ``need`` of the piece's roots,
     as bitsets over the children, swept in depth-first postorder until stable."""
+    from tensat_py.extract.simplify import need_fixpoint
+
     kids = [c for c in piece.leaves if c in index]
     if not kids:
         return set()
@@ -520,21 +522,8 @@ def _free_leaves(
     need.update({c: bit.get(c, 0) for c in piece.leaves})
     roots = [piece.root] if piece.root is not None else list(problem.roots)
     order = _postorder([r for r in roots if r in mine], members, problem, mine)
-    changed = True
-    while changed:
-        changed = False
-        for c in order:
-            acc = full
-            for i in members[c]:
-                u = 0
-                for e in problem.node_children[i]:
-                    u |= need[e]
-                acc &= u
-                if not acc:
-                    break
-            if acc != need[c]:
-                need[c] = acc
-                changed = True
+    options = {c: [problem.node_children[i] for i in members[c]] for c in order}
+    need_fixpoint(order, options, need, full, {})
     got = 0
     for r in roots:
         got |= need[r]

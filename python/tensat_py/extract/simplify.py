@@ -31,11 +31,12 @@ collapsed when the model is built (:mod:`tensat_py.extract.highs`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tensat_py.egraph import ExtractionProblem
 
-__all__ = ["Simplified", "simplify", "class_sccs"]
+__all__ = ["Simplified", "simplify", "class_sccs", "need_fixpoint"]
 
 
 @dataclass
@@ -196,28 +197,51 @@ def _necessary(problem: ExtractionProblem, keep: list[bool], comp: list[int]) ->
             c: [[e for e in set(problem.node_children[i]) if e in bit] for i in by_class.get(c, [])]
             for c in classes
         }
-        changed = True
-        while changed:
-            changed = False
-            for c in classes:
-                acc = full
-                for kids in inner[c]:
-                    u = 0
-                    for e in kids:
-                        u |= nec[e]
-                    acc &= u
-                    if not acc:
-                        break
-                v = acc | bit[c]
-                if v != nec[c]:
-                    nec[c] = v
-                    changed = True
+        need_fixpoint(classes, inner, nec, full, bit)
         for c in classes:
             for i in by_class.get(c, []):
                 if any(e in bit and nec[e] & bit[c] for e in problem.node_children[i]):
                     keep[i] = False
                     removed += 1
     return removed
+
+
+def need_fixpoint(
+    order: Sequence[int],
+    options: Mapping[int, Sequence[Sequence[int]]],
+    need: dict[int, int],
+    full: int,
+    own: Mapping[int, int],
+) -> None:
+    """Greatest fixpoint of ``need(c) = own(c) | ⋂_{option} ⋃_{e in option} need(e)``, in
+    place, for the classes of ``order`` (bitsets as ints).
+
+    Args:
+        order: the classes to update, swept in this order until nothing changes (children
+            first converges in one sweep on an acyclic graph).
+        options: per class of ``order``, each node's child classes (only those with a
+            ``need`` entry matter to the caller; every one must have an entry).
+        need: the start (``full`` for the classes of ``order``, fixed values for the
+            others); updated.
+        full: the all-ones bitset.
+        own: bits a class always has (itself, where it is one of the tracked classes).
+    """
+    changed = True
+    while changed:
+        changed = False
+        for c in order:
+            acc = full
+            for kids in options[c]:
+                u = 0
+                for e in kids:
+                    u |= need[e]
+                acc &= u
+                if not acc:
+                    break
+            v = acc | own.get(c, 0)
+            if v != need[c]:
+                need[c] = v
+                changed = True
 
 
 def _forced(problem: ExtractionProblem, keep: list[bool]) -> set[int]:
