@@ -2,6 +2,7 @@
 constant nodes free; onnxruntime fusion read from producers; two processes lose nothing.
 Assertions are on structure and caching, never on how fast this machine is."""
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -267,3 +268,17 @@ def test_records_keep_the_first_figure_for_a_signature(tmp_path):
     assert db.put("fp", [Record("s", "relu", 2.0, 0.0, 1, 2.0)]) == 0
     assert db.get("fp", ["s"])["s"].median == 1.0
     assert TensorType((1,)).numel == 1
+
+
+def test_a_convolution_with_its_activation_is_measured_as_the_plain_convolution(cache):
+    # onnxruntime runs both as one kernel: one signature, plus the fused node's cost.
+    ctxs = {c.op: c for c in graph_contexts(_twin_convs())}
+    conv = ctxs["conv2d"]
+    fused = dataclasses.replace(conv, params={**conv.params, "act": 2})
+    m = ProfileCostModel("cpu")
+    plain, with_act = m.costs([conv, fused])
+    assert m.measured == 1
+    assert with_act == pytest.approx(plain + m.overhead()[1])
+    numpy_model = ProfileCostModel("cpu", backend="numpy")  # no fusion there: two kernels
+    numpy_model.costs([conv, fused])
+    assert numpy_model.measured == 2

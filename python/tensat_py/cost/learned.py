@@ -53,6 +53,7 @@ from tensat_py.cost.profile import (
     fingerprint,
     numpy_backend,
     ort_fused,
+    ort_kernel_of,
     ort_priced,
 )
 from tensat_py.graph import TensorType
@@ -495,6 +496,12 @@ class LearnedCostModel(OpCostModel):
         todo: list[int] = []
         rows: list[list[float]] = []
         keys: list[tuple[Any, ...]] = []
+        given = ctxs
+        extra = [0] * len(ctxs)
+        if self.fusion:  # one onnxruntime kernel, one figure (profile.ort_kernel_of)
+            pairs = [ort_kernel_of(c) for c in ctxs]
+            ctxs = [c for c, _ in pairs]
+            extra = [n for _, n in pairs]
         for k, c in enumerate(ctxs):
             d = opdef(c.op, "learned")
             if not (ort_priced(c) if self.fusion else not c.constant and d.launches_kernel):
@@ -516,7 +523,8 @@ class LearnedCostModel(OpCostModel):
         if self.fusion:
             per_node = self.overhead[1]
             out = [
-                per_node if x > 0 and ort_fused(c) else x for x, c in zip(out, ctxs, strict=True)
+                per_node if x > 0 and ort_fused(c) else x + n * per_node
+                for x, c, n in zip(out, given, extra, strict=True)
             ]
         return out
 
