@@ -78,9 +78,9 @@ def test_ilp_without_cycle_constraints_falls_back_or_is_acyclic() -> None:
     assert_valid(CYCLIC, r)
     assert r.status in ("optimal", "fallback-greedy")
     # Split at dominator cuts, the cyclic piece alone keeps its greedy DAG.
-    r = extract(CYCLIC, cycle_constraints="none", time_limit=10, decompose=True)
+    r = extract(CYCLIC, solver="highs", cycle_constraints="none", time_limit=10, decompose=True)
     assert_valid(CYCLIC, r)
-    assert r.status == "optimal" or r.stats["pieces_greedy"] == 1
+    assert r.stats["pieces"] > 1 and r.cost == 5
     assert r.cost == 5  # greedy finds the optimum here
 
 
