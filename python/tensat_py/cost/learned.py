@@ -52,8 +52,8 @@ from tensat_py.cost.profile import (
     cupy_backend,
     fingerprint,
     numpy_backend,
-    ort_fused,
-    ort_kernel_of,
+    ort_adjust,
+    ort_kernels,
     ort_priced,
 )
 from tensat_py.graph import TensorType
@@ -133,11 +133,7 @@ def features(ctx: ops.OpContext) -> list[float]:
     d = opdef(ctx.op, "learned")
     flops, nbytes = d.cost(ctx)
     if ctx.op in ORT_KERNELS and not nbytes:  # a view in the language, a copy on onnxruntime
-        nbytes = 2 * sum(
-            t.numel * np.dtype(t.dtype).itemsize
-            for t in ctx.inputs
-            if isinstance(t, TensorType) and t.dtype != "bfloat16"
-        )
+        nbytes = 2 * sum(t.nbytes for t in ctx.inputs if isinstance(t, TensorType))
     out = ctx.output
     out_t = out if isinstance(out, TensorType) else out[0]
     row: list[float] = [float(_op_codes().get(ctx.op, -1)), _log2(flops), _log2(nbytes)]
@@ -497,11 +493,8 @@ class LearnedCostModel(OpCostModel):
         rows: list[list[float]] = []
         keys: list[tuple[Any, ...]] = []
         given = ctxs
-        extra = [0] * len(ctxs)
         if self.fusion:  # one onnxruntime kernel, one figure (profile.ort_kernel_of)
-            pairs = [ort_kernel_of(c) for c in ctxs]
-            ctxs = [c for c, _ in pairs]
-            extra = [n for _, n in pairs]
+            ctxs, fused = ort_kernels(ctxs)
         for k, c in enumerate(ctxs):
             d = opdef(c.op, "learned")
             if not (ort_priced(c) if self.fusion else not c.constant and d.launches_kernel):
@@ -521,11 +514,7 @@ class LearnedCostModel(OpCostModel):
                 self._memo[key] = max(float(t) - call, per_node)
                 out[k] = self._memo[key]
         if self.fusion:
-            per_node = self.overhead[1]
-            out = [
-                per_node if x > 0 and ort_fused(c) else x + n * per_node
-                for x, c, n in zip(out, given, extra, strict=True)
-            ]
+            out = ort_adjust(out, given, fused, self.overhead[1])
         return out
 
     def cost(self, ctx: ops.OpContext) -> float:

@@ -592,6 +592,27 @@ def ort_kernel_of(ctx: ops.OpContext) -> tuple[ops.OpContext, int]:
     return ctx, 0
 
 
+def ort_kernels(ctxs: Sequence[ops.OpContext]) -> tuple[list[ops.OpContext], list[int]]:
+    """:func:`ort_kernel_of` of each of ``ctxs``: the applications to price and, per
+    application, the fused nodes to add (see :func:`ort_adjust`)."""
+    pairs = [ort_kernel_of(c) for c in ctxs]
+    return [c for c, _ in pairs], [n for _, n in pairs]
+
+
+def ort_adjust(
+    costs: Sequence[float], ctxs: Sequence[ops.OpContext], fused: Sequence[int], per_node: float
+) -> list[float]:
+    """onnxruntime's fusions applied to per-application figures (seconds): what it folds
+    into its producer (:func:`ort_fused`) costs ``per_node``; an application priced as a
+    plainer kernel (:func:`ort_kernel_of`) adds ``per_node`` per fused node. ``ctxs`` are
+    the applications as given (with their producers), ``fused`` :func:`ort_kernels`' counts.
+    """
+    return [
+        per_node if x > 0 and ort_fused(c) else x + n * per_node
+        for x, c, n in zip(costs, ctxs, fused, strict=True)
+    ]
+
+
 #: Activations onnxruntime fuses into the convolution (or Gemm) before them.
 ORT_ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "leaky_relu", "clip", "hard_sigmoid"})
 #: Sums onnxruntime fuses into the convolution (NCHWc Conv+Sum) or MatMul (Gemm) before.
@@ -743,11 +764,8 @@ class ProfileCostModel(OpCostModel):
             ValueError: an operator that cannot run on the backend (names it).
         """
         given = ctxs
-        extra = [0] * len(ctxs)
         if self.fusion:
-            pairs = [ort_kernel_of(c) for c in ctxs]
-            ctxs = [c for c, _ in pairs]
-            extra = [n for _, n in pairs]
+            ctxs, fused = ort_kernels(ctxs)
         sigs: list[str | None] = [signature(c) if self._priced(c) else None for c in ctxs]
         wanted = {s for s in sigs if s is not None and s not in self._memo}
         if wanted:
@@ -770,11 +788,7 @@ class ProfileCostModel(OpCostModel):
                     self.progress(k + 1, len(missing), c.op)
         out = [0.0 if s is None else self._memo[s] for s in sigs]
         if self.fusion:
-            floor = self.overhead()[1]
-            out = [
-                floor if x > 0 and ort_fused(c) else x + n * floor
-                for x, c, n in zip(out, given, extra, strict=True)
-            ]
+            out = ort_adjust(out, given, fused, self.overhead()[1])
         return out
 
     def cost(self, ctx: ops.OpContext) -> float:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -84,6 +84,12 @@ class Piece:
     classes: list[int]
     leaves: list[int] = field(default_factory=list)
     nodes: int = 0
+
+    @property
+    def has_choice(self) -> bool:
+        """Whether some class of the piece has two kept nodes (else its extraction is
+        fixed and needs no solver)."""
+        return self.nodes > len(self.classes)
 
 
 @dataclass
@@ -207,24 +213,11 @@ def immediate_dominators(succ: dict[int, list[int]], root: int) -> dict[int, int
         root: the start vertex.
 
     Example:
-        >>> immediate_dominators({0: [1, 2], 1: [3], 2: [3], 3: []}, 0)
-        {0: 0, 1: 0, 2: 0, 3: 0}
+        >>> sorted(immediate_dominators({0: [1, 2], 1: [3], 2: [3], 3: [4]}, 0).items())
+        [(0, 0), (1, 0), (2, 0), (3, 0), (4, 3)]
     """
-    post: dict[int, int] = {}
-    order: list[int] = []
-    seen = {root}
-    stack = [(root, iter(succ.get(root, ())))]
-    while stack:
-        v, it = stack[-1]
-        for w in it:
-            if w not in seen:
-                seen.add(w)
-                stack.append((w, iter(succ.get(w, ()))))
-                break
-        else:
-            stack.pop()
-            post[v] = len(order)
-            order.append(v)
+    order = _postorder([root], lambda v: succ.get(v, ()))
+    post = {v: k for k, v in enumerate(order)}
     preds: dict[int, list[int]] = {v: [] for v in order}
     for v in order:
         for w in succ.get(v, ()):
@@ -273,13 +266,8 @@ def piece_problem(
         ``(sub-problem, node map)``: the node map gives each sub-problem node's node in
         ``problem``, or -1 for a leaf node.
     """
-    cid: dict[int, int] = {}
-
-    def class_id(c: int) -> int:
-        return cid.setdefault(c, len(cid))
-
-    for c in _class_order(piece):  # the piece's classes first, then its leaves
-        class_id(c)
+    # The piece's classes first, then its leaves; every child is one of them.
+    cid = {c: k for k, c in enumerate(_class_order(piece))}
     op: list[str] = []
     eclass: list[int] = []
     children: list[list[int]] = []
@@ -288,17 +276,17 @@ def piece_problem(
     for c in piece.classes:
         for i in decomposition.members[c]:
             op.append(problem.node_op[i])
-            eclass.append(class_id(c))
-            children.append([class_id(d) for d in problem.node_children[i]])
+            eclass.append(cid[c])
+            children.append([cid[d] for d in problem.node_children[i]])
             cost.append(problem.node_cost[i])
             origin.append(i)
     for c in piece.leaves:
         op.append(f"piece:{c}")
-        eclass.append(class_id(c))
+        eclass.append(cid[c])
         children.append([])
         cost.append(float(price.get(c, 0.0)))
         origin.append(-1)
-    roots = [class_id(r) for r in problem.roots] if piece.root is None else [cid[piece.root]]
+    roots = [cid[r] for r in problem.roots] if piece.root is None else [cid[piece.root]]
     sub = ExtractionProblem(
         node_op=op,
         node_eclass=eclass,
@@ -370,7 +358,7 @@ def solve_pieces(
     full_cost: dict[int, float] = {}  # piece -> cost of its sub-DAG, children included
     results: dict[int, _Solved] = {}
     left = sum(max(q.nodes, 1) for q in pieces)
-    later = sum(q.nodes > len(q.classes) for q in pieces)
+    later = sum(q.has_choice for q in pieces)
     ready = [k for k in range(len(pieces)) if not waits[k]]  # children first: by index
     heapq.heapify(ready)
     running: dict[Future[_Solved], int] = {}
@@ -397,7 +385,7 @@ def solve_pieces(
                 q = pieces[k]
                 share = max(q.nodes, 1)
                 remaining = max(0.0, deadline - time.perf_counter())
-                later -= q.nodes > len(q.classes)
+                later -= q.has_choice
                 reserve = min(0.5 * remaining, RESERVE * later / workers)
                 # Pieces that can run beside this one: at most the workers.
                 beside = min(workers, 1 + len(ready) + len(running))
@@ -405,7 +393,7 @@ def solve_pieces(
                 limit = min(remaining - reserve, max(2.0 * fair, 0.5))
                 left -= share
                 args = (problem, decomposition, q, _prices(k, pieces, index, free, full_cost))
-                if q.nodes == len(q.classes):  # no choice: no solver, no thread
+                if not q.has_choice:  # no solver, no thread
                     done(k, _solve_one(*args, solve, limit, warm))
                 else:
                     running[pool.submit(_solve_one, *args, solve, limit, warm)] = k
@@ -484,7 +472,7 @@ def _solve_one(
     from tensat_py.extract.ilp import IlpOutcome
 
     sub, origin = piece_problem(problem, decomposition, piece, price)
-    if len(sub.node_eclass) == sub.num_classes:  # no choice: one extraction
+    if not piece.has_choice:  # one extraction
         only = sub.reachable({c: k for k, c in enumerate(sub.node_eclass)})
         cost = sub.dag_cost(only)
         out = IlpOutcome(only, "optimal", "one extraction", lower_bound=cost)
@@ -521,7 +509,11 @@ def _free_leaves(
     need = {c: full for c in piece.classes}
     need.update({c: bit.get(c, 0) for c in piece.leaves})
     roots = [piece.root] if piece.root is not None else list(problem.roots)
-    order = _postorder([r for r in roots if r in mine], members, problem, mine)
+    children = problem.node_children
+    order = _postorder(
+        [r for r in roots if r in mine],
+        lambda c: (e for i in members[c] for e in children[i] if e in mine),
+    )
     options = {c: [problem.node_children[i] for i in members[c]] for c in order}
     need_fixpoint(order, options, need, full, {})
     got = 0
@@ -530,30 +522,26 @@ def _free_leaves(
     return {c for c in kids if got & bit[c]}
 
 
-def _postorder(
-    roots: list[int], members: dict[int, list[int]], problem: ExtractionProblem, mine: set[int]
-) -> list[int]:
-    """Classes of ``mine`` reachable from ``roots``, children before parents (depth first;
-    on a cycle, the order in which the search first closed them)."""
+def _postorder(roots: list[int], successors: Callable[[int], Iterable[int]]) -> list[int]:
+    """Vertices reachable from ``roots``, each after its successors (iterative depth-first
+    search; on a cycle, in the order the search closes them)."""
     seen: set[int] = set()
     order: list[int] = []
     for r in roots:
         if r in seen:
             continue
         seen.add(r)
-        stack = [(r, iter([e for i in members[r] for e in problem.node_children[i]]))]
+        stack = [(r, iter(successors(r)))]
         while stack:
-            c, it = stack[-1]
-            for e in it:
-                if e in mine and e not in seen:
-                    seen.add(e)
-                    stack.append(
-                        (e, iter([d for i in members[e] for d in problem.node_children[i]]))
-                    )
+            v, it = stack[-1]
+            for w in it:
+                if w not in seen:
+                    seen.add(w)
+                    stack.append((w, iter(successors(w))))
                     break
             else:
                 stack.pop()
-                order.append(c)
+                order.append(v)
     return order
 
 

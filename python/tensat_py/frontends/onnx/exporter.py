@@ -414,15 +414,16 @@ class _Exporter:
         # Several graph nodes can stand for one output of one instance (a model that
         # computed the same value twice): they all read the one ONNX value.
         instances: dict[tuple, dict[int, list[int]]] = {}
+        at: dict[int, tuple] = {}  # written where its first output comes in the order
         for nid in order:
             if nid in macros:
                 m = macros[nid]
-                instances.setdefault((m.source, m.bindings), {}).setdefault(m.output, [])
-                instances[(m.source, m.bindings)][m.output].append(nid)
+                inst = (m.source, m.bindings)
+                if inst not in instances:
+                    at[nid] = inst
+                instances.setdefault(inst, {}).setdefault(m.output, []).append(nid)
         self.instance_outputs: dict[tuple, list[str]] = {}
         first: set[int] = set()
-        at: dict[int, tuple] = {}
-        position = {nid: k for k, nid in enumerate(order)}
         for inst, outs in instances.items():
             proto = self.src.source_nodes[inst[0]].proto  # type: ignore[union-attr]
             names = []
@@ -434,8 +435,6 @@ class _Exporter:
                     self.names[nid] = names[-1]
             first.add(inst[0])
             self.instance_outputs[inst] = names
-            # Written where its first output comes in the order (its inputs are named).
-            at[min((n for ns in outs.values() for n in ns), key=position.__getitem__)] = inst
         for k, o in enumerate(g.outputs):
             if o not in self.names:
                 self.names[o] = out_names[k]
