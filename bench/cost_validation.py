@@ -1,6 +1,8 @@
 """Cost models against onnxruntime: predicted speedup vs measured latency ratio.
 
-For every zoo model (and any ``--onnx`` files), in one run:
+For every zoo model (and any ``--onnx`` files and ``--real`` models of
+``bench/onnx_real.py``: fetched from their PyPI wheels or exported as that script does,
+loaded with its input shapes), in one run:
 
 1. the model is exported to ONNX with random weights (seed 0), the *original*, and loaded
    back (:func:`tensat_py.frontends.onnx.load`);
@@ -44,6 +46,10 @@ from tensat_py.cost import get_cost_model
 from tensat_py.frontends import onnx as tonnx
 from tensat_py.runtime import ort_exec, timing
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import onnx_real  # noqa: E402  (bench/onnx_real.py: the real models and their feeds)
+from onnx_real import random_feeds  # noqa: E402
+
 TOLERANCE = 1e-3
 COST_MODELS = ("roofline", "profile", "learned")
 
@@ -81,8 +87,12 @@ def _session(model):
 
 
 def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
-    """Optimise ``source`` (a zoo Graph or an ONNX path) under each model and time all."""
-    if isinstance(source, str | Path):
+    """Optimise ``source`` (a zoo Graph, an ONNX path, or an ONNX path and its input
+    shapes) under each model and time all."""
+    if isinstance(source, tuple):  # a real model: its input shapes fixed, shapes folded
+        path, shapes = source
+        original = tonnx.to_model(tensat_py.load(path, input_shapes=shapes))
+    elif isinstance(source, str | Path):
         original = tonnx.load(str(source)).meta["onnx"].model  # type: ignore[attr-defined]
     else:
         original = tonnx.to_model(source, weights="random")
@@ -102,12 +112,8 @@ def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
         same = next((k for k, v in exported.items() if v == data), None)
         exported[cm] = data
         sessions[cm] = sessions[same] if same else _session(data)
-    rng = np.random.default_rng(args.seed)
     a = sessions["original"]
-    feeds = {
-        i.name: rng.standard_normal([int(d) for d in i.shape]).astype(np.float32)
-        for i in a.get_inputs()
-    }
+    feeds = random_feeds(a, {}, args.seed)
     ref = a.run(None, feeds)
     for cm in cms:
         out = sessions[cm].run(None, feeds)
@@ -209,8 +215,18 @@ def plot(rows: list[Row], cms: list[str], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", nargs="*", default=None, help="zoo names (default: all)")
+    p.add_argument(
+        "--models", nargs="*", default=None, help="zoo names (default: all; none when given empty)"
+    )
     p.add_argument("--onnx", nargs="*", default=[], help="ONNX files with static shapes")
+    p.add_argument(
+        "--real",
+        nargs="*",
+        default=[],
+        help="models of bench/onnx_real.py (fetched or exported there; see --work)",
+    )
+    p.add_argument("--work", type=Path, default=Path("/tmp/tensat_onnx_real"))
+    p.add_argument("--export-python", default=sys.executable, help="python with the bench extra")
     p.add_argument("--cost-models", nargs="*", default=list(COST_MODELS))
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
@@ -223,8 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     extra = ""
     if "learned" in cms:
         extra = f"Learned model's stored held-out Spearman: {cms['learned'].spearman:.4f}."
-    sources: list[tuple[str, object]] = [(n, models.get(n)) for n in args.models or models.ZOO]
+    sources: list[tuple[str, object]] = [
+        (n, models.get(n)) for n in (models.ZOO if args.models is None else args.models)
+    ]
     sources += [(Path(f).stem, f) for f in args.onnx]
+    if args.real:
+        for name in args.real:
+            spec = onnx_real.MODELS[name]
+            path = onnx_real.fetch(name, spec, args.work, args.export_python)
+            sources.append((name, (path, spec.input_shapes)))
     rows: list[Row] = []
     for name, src in sources:
         r = bench_model(name, src, cms, args)

@@ -11,7 +11,8 @@ Two kinds of real input:
 
 Per model: the file is loaded with :func:`tensat_py.load` and its ``input_shapes``
 (symbolic dimensions fixed as a user would), optimised with the ONNX front end's default
-rules and the ``cpu`` roofline cost model, exported with :func:`tensat_py.save`, and both
+rules and the ``cpu`` roofline cost model (or ``--cost-model profile|learned``, measured on
+onnxruntime), exported with :func:`tensat_py.save`, and both
 files are run by onnxruntime (CPUExecutionProvider, ``ORT_ENABLE_ALL``, 2 intra-op threads,
 spinning off) on the same random inputs (floats standard normal, integers in {0, 1}).
 Columns: ONNX operators of the original, the share left opaque (control flow ``If`` /
@@ -158,7 +159,13 @@ class Row:
         return self.opaque / max(self.operators, 1)
 
 
-def _feeds(sess, shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
+def random_feeds(sess, shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
+    """Inputs for ``sess``: floats standard normal, integers in {0, 1} (``shapes`` fixes
+    symbolic dimensions; silero-vad's ``sr`` is 16000).
+
+    Raises:
+        ValueError: an input type with no feed here.
+    """
     rng = np.random.default_rng(seed)
     out = {}
     for i in sess.get_inputs():
@@ -187,6 +194,7 @@ def bench_model(name: str, path: Path, spec: Packaged | Exported, args) -> Row:
     result = tensat_py.optimize(
         graph,
         device="cpu",
+        cost_model=args.cost_model,
         extractor=args.extractor,
         time_limit=args.time_limit,
         verify=False,  # checked below, on onnxruntime, against the original file
@@ -203,7 +211,7 @@ def bench_model(name: str, path: Path, spec: Packaged | Exported, args) -> Row:
     b = ort_exec.session(optimized, threads=2, level="all", spinning=False)
     c = ort_exec.session(original, threads=2, level="all", spinning=False)
     d = ort_exec.session(onnx.load(str(plain)), threads=2, level="all", spinning=False)
-    feeds = _feeds(a, spec.input_shapes, args.seed)
+    feeds = random_feeds(a, spec.input_shapes, args.seed)
     ya, yb = (
         a.run(None, feeds),
         b.run(None, {k: feeds[k] for k in (i.name for i in b.get_inputs())}),
@@ -256,7 +264,7 @@ def table(rows: list[Row], failed: dict[str, str], args) -> str:
         "latencies are medians, ratios (original / other) medians of per-round ratios; "
         "A/A = original vs a second session of the original (noise); round trip = original "
         "vs the model loaded and saved without optimising; rules: the ONNX front "
-        f"end's defaults; cost model roofline/cpu; extractor {args.extractor}; time limit "
+        f"end's defaults; cost model {args.cost_model}/cpu; extractor {args.extractor}; time limit "
         f"{args.time_limit:g} s; tolerance {TOLERANCE:g} relative.",
         "",
         "| model | source | operators | opaque (control flow) | optimise (s) | predicted "
@@ -284,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--export-python", default=sys.executable, help="python with the bench extra")
     p.add_argument("--runs", type=int, default=30, help="timed runs per model (>= 20)")
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument(
+        "--cost-model",
+        default="roofline",
+        choices=["roofline", "profile", "learned"],
+        help="cost model guiding the optimisation (profile/learned: on the CPU, onnxruntime)",
+    )
     p.add_argument("--extractor", default="greedy-dag", choices=["ilp", "greedy", "greedy-dag"])
     p.add_argument("--time-limit", type=float, default=60.0, help="optimise seconds per model")
     p.add_argument("--seed", type=int, default=0)

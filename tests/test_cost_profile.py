@@ -282,3 +282,64 @@ def test_a_convolution_with_its_activation_is_measured_as_the_plain_convolution(
     numpy_model = ProfileCostModel("cpu", backend="numpy")  # no fusion there: two kernels
     numpy_model.costs([conv, fused])
     assert numpy_model.measured == 2
+
+
+def _symbolic_relu_model(path):
+    """An ONNX file whose input has a symbolic batch dimension: ``y = Relu(x)``."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, path)
+    return path
+
+
+def test_cli_profile_fixes_symbolic_dimensions_with_input_shape(cache, tmp_path):
+    path = str(_symbolic_relu_model(tmp_path / "sym.onnx"))
+    args = ["profile", path, "--no-egraph", "-q", "--cache-dir", str(cache)]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2 and "no static shape" in r.output, r.output
+    r = CliRunner().invoke(main, [*args, "--input-shape", "x=3,16"])
+    assert r.exit_code == 0, r.output
+    db = ProfileDatabase()
+    (fp,) = db.devices()
+    relus = [r for r in db.records(fp) if r.op == "relu"]
+    assert len(relus) == 1 and "3" in relus[0].signature and "16" in relus[0].signature
+
+
+def _opaque_model(path):
+    """An ONNX file with one operator the language keeps opaque: Relu, Hardmax, Relu."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Hardmax", ["a"], ["b"]),
+        helper.make_node("Relu", ["b"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "g", [x], [y])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_cli_profile_measures_opaque_operators_of_the_egraph(cache, tmp_path):
+    path = str(_opaque_model(tmp_path / "hardmax.onnx"))
+    r = CliRunner().invoke(main, ["profile", path, "-q", "--cache-dir", str(cache)])
+    assert r.exit_code == 0, r.output
+    (fp,) = ProfileDatabase().devices()
+    assert [r.op for r in ProfileDatabase().records(fp)].count("opaque") == 1
+
+
+def test_missing_keeps_the_context_that_carries_the_graph(cache, tmp_path):
+    import tensat_py
+
+    g = tensat_py.load(str(_opaque_model(tmp_path / "hardmax.onnx")))
+    (own,) = [c for c in graph_contexts(g) if c.op == "opaque"]
+    bare = dataclasses.replace(own, graph=None)  # as an e-graph export gives it
+    (todo,) = ProfileCostModel("cpu").missing([own, bare])
+    assert todo.graph is g

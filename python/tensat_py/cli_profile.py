@@ -15,6 +15,7 @@ The cache lives under the user's cache directory, or ``--cache-dir`` /
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -50,6 +51,14 @@ def _fail(msg: str) -> None:
     help="Learned model's objective.",
 )
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder.")
+@click.option(
+    "--input-shape",
+    "input_shape",
+    multiple=True,
+    metavar="NAME=D0,D1,...",
+    help="Static shape for an ONNX input with symbolic dimensions (repeatable), e.g. "
+    "x=1,3,224,224; applies to every ONNX file of MODELS.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def profile(
     models: tuple[str, ...],
@@ -60,12 +69,15 @@ def profile(
     train: bool,
     objective: str,
     cache_dir: str | None,
+    input_shape: tuple[str, ...],
     quiet: bool,
 ) -> None:
     """Measure each distinct operator of MODELS (zoo names or files) on the device and
     cache the figures; --stats shows the cache, --train fits the learned model."""
+    from tensat_py.cli import _input_shapes
     from tensat_py.cost.database import CACHE_ENV, ProfileDatabase
 
+    shapes = _input_shapes(input_shape)
     if cache_dir:
         os.environ[CACHE_ENV] = cache_dir
     if not (models or stats or train):
@@ -73,7 +85,7 @@ def profile(
     try:
         db = ProfileDatabase()
         for name in models:
-            _profile_model(db, name, device, backend, not no_egraph, quiet)
+            _profile_model(db, name, device, backend, not no_egraph, quiet, shapes)
         if train:
             _train(db, device, backend, objective)
         if stats:
@@ -89,7 +101,15 @@ def _model(db, device: str, backend: str | None, progress=None):
     return ProfileCostModel(device, backend=backend, db=db, progress=progress)
 
 
-def _profile_model(db, name: str, device: str, backend: str | None, egraph: bool, quiet: bool):
+def _profile_model(
+    db,
+    name: str,
+    device: str,
+    backend: str | None,
+    egraph: bool,
+    quiet: bool,
+    shapes: dict[str, tuple[int, ...]],
+):
     import tensat_py
     from tensat_py import _core
     from tensat_py.cost.base import export_contexts, graph_contexts
@@ -97,7 +117,7 @@ def _profile_model(db, name: str, device: str, backend: str | None, egraph: bool
     from tensat_py.pipeline import load_rules
 
     console = Console(stderr=True)
-    graph = tensat_py.load(name)
+    graph = tensat_py.load(name, input_shapes=shapes) if shapes else tensat_py.load(name)
     model = _model(db, device, backend)
     ctxs = list(graph_contexts(graph))
     n_graph = len(model.missing(ctxs))
@@ -113,7 +133,12 @@ def _profile_model(db, name: str, device: str, backend: str | None, egraph: bool
             time_limit=30.0,
             cycle_filter="efficient",
         )
-        ctxs += [c for c in export_contexts(eg.export(), "profile") if c is not None]
+        # An opaque e-node's payload lives in the graph's meta: give its context the graph.
+        ctxs += [
+            dataclasses.replace(c, graph=graph) if c.op == "opaque" and c.graph is None else c
+            for c in export_contexts(eg.export(), "profile")
+            if c is not None
+        ]
     todo = model.missing(ctxs)
     t0 = time.perf_counter()
     if todo:

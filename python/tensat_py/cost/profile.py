@@ -796,7 +796,12 @@ class ProfileCostModel(OpCostModel):
         return self.costs([ctx])[0]
 
     def missing(self, ctxs: Sequence[ops.OpContext]) -> list[ops.OpContext]:
-        """The distinct priced contexts among ``ctxs`` not yet in the cache."""
-        sigs = {signature(c): c for c in ctxs if self._priced(c)}
+        """The distinct priced contexts among ``ctxs`` not yet in the cache (the first
+        context of each signature, as :meth:`costs` measures it: a graph's own context,
+        which carries an opaque operator's payload, before an e-graph's)."""
+        sigs: dict[str, ops.OpContext] = {}
+        for c in ctxs:
+            if self._priced(c):
+                sigs.setdefault(signature(c), c)
         have = self.db.get(self.fingerprint, sigs)
         return [c for s, c in sigs.items() if s not in have]
