@@ -123,7 +123,7 @@ def test_json_has_verify_message_and_phase_seconds() -> None:
     assert {"passed", "runner", "max_abs_error", "max_rel_error", "message"} <= set(obj["verify"])
     assert obj["verify"]["passed"] is True
     phases = obj["stats"]["phase_seconds"]
-    assert set(phases) == {"setup", "exploration", "extraction", "verification"}
+    assert set(phases) == {"setup", "exploration", "extraction", "verification", "confirmation"}
     assert phases["verification"] > 0
     assert abs(sum(obj["stats"]["phase_share"].values()) - 1) < 0.05
 

@@ -142,6 +142,13 @@ def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     help="Keep the input unless the optimised program is at least this fraction cheaper "
     "(default: the input format's; 0.02 for ONNX, 0 otherwise).",
 )
+@click.option(
+    "--confirm/--no-confirm",
+    default=None,
+    help="Time input and result side by side on onnxruntime and keep the result only if "
+    "it runs at least 1% faster (default: on for --cost-model profile/learned on "
+    "--device cpu).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 @click.option("--dump-egraph", type=click.Path(dir_okay=False), help="Write the e-graph as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -185,6 +192,7 @@ def optimize(
     output: str | None,
     strict: bool,
     min_gain: float | None,
+    confirm: bool | None,
     quiet: bool,
     input_shape: tuple[str, ...] = (),
     cost_model: str | None = None,
@@ -245,6 +253,7 @@ def optimize(
             progress=not (quiet or as_json),
             **({"policy": policy} if policy != "default" else {}),
             **({"min_gain": min_gain} if min_gain is not None else {}),
+            **({"confirm": confirm} if confirm is not None else {}),
         )
         if output:
             tensat_py.save(result.graph, output, source=graph)

@@ -159,6 +159,8 @@ def _profile_model(
 
             model.progress = step
             model.costs(todo)
+    if model.cold_weights:
+        model.bandwidth()  # calibrated once per device (cold weights; learned reads it too)
     # Price the graph itself (fusion read from its producers): the cached figures.
     total = model.graph_cost(graph)
     click.echo(
@@ -190,7 +192,7 @@ def _stats(db) -> None:
         table.add_column(col, justify="right" if col[0] in "ms" else "left")
     total = 0
     for row in db.stats():
-        if row["op"] == "__overhead__":
+        if row["op"] in ("__overhead__", "__bandwidth__"):  # calibrations
             continue
         info = devices.get(row["fingerprint"], {})
         table.add_row(

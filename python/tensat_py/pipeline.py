@@ -42,13 +42,24 @@ from tensat_py.options import (
 from tensat_py.progress import PhaseDisplay
 from tensat_py.verify import Reference, VerifyReport, reference
 
-__all__ = ["OptimizeResult", "optimize", "load_rules", "RULES_DIR", "FALLBACKS"]
+__all__ = [
+    "CONFIRM_MARGIN",
+    "FALLBACKS",
+    "OptimizeResult",
+    "RULES_DIR",
+    "load_rules",
+    "optimize",
+]
 
 RULES_DIR = Path(__file__).parent / "rules"
 """Folder of the shipped rule files (``rules/`` in the repository)."""
 
 #: Statuses that mean the input was kept instead of the candidate.
-FALLBACKS = ("fallback-unverified", "fallback-not-cheaper")
+FALLBACKS = ("fallback-unverified", "fallback-not-cheaper", "fallback-not-faster")
+
+#: Measured speedup (input / candidate latency on onnxruntime) a confirmed candidate must
+#: reach: above onnxruntime's run-to-run noise on a quiet machine (A/A ratios within 1 %).
+CONFIRM_MARGIN = 0.01
 
 #: Seconds reserved for the candidate's verification run per second of the reference run.
 VERIFY_RESERVE_FACTOR = 1.5
@@ -252,6 +263,7 @@ def optimize(
     progress: bool | PhaseDisplay = False,
     policy: str | Any = "default",
     min_gain: float | None = None,
+    confirm: bool | None = None,
 ) -> OptimizeResult:
     """Optimises a tensor program by equality saturation and extraction.
 
@@ -291,6 +303,13 @@ def optimize(
             error is not worth a program the runtime may fuse worse. Default: the front
             end's (``0.02`` for ONNX, whose runtime fuses operators the models do not
             price), else 0.
+        confirm: time the input and the candidate side by side on onnxruntime (CPU,
+            ``ORT_ENABLE_ALL``; :func:`tensat_py.runtime.confirm.measured_speedup`, at
+            least 5 rotating rounds within the time left, at most 10 s) and keep the
+            candidate only if it measures at least :data:`CONFIRM_MARGIN` (1 %) faster.
+            Default: on for a cost model measured on the CPU (``profile``, ``learned`` with
+            ``device="cpu"``), whose per-operator figures cannot see onnxruntime's fusions
+            across operators; off otherwise.
         policy: rule choice (:mod:`tensat_py.policies`): ``"default"`` (Tensat's schedule),
             ``"learned"`` (learned multi-pattern matches past ``k_multi``; never worse than
             the default, which it also runs and falls back to, saying so), ``"astar"``
@@ -431,12 +450,32 @@ def optimize(
         )
         best, cost_after = graph, cost_before
 
+    confirm_seconds = 0.0
+    if best is candidate and _confirms(confirm, model):
+        from tensat_py.runtime.confirm import measured_speedup
+
+        t = time.perf_counter()
+        budget = max(0.5, min(10.0, deadline - t))
+        with display.phase("confirmation"):
+            c = measured_speedup(graph, candidate, budget=budget)
+        confirm_seconds = time.perf_counter() - t
+        stats.update(measured_speedup=c.speedup, confirm_rounds=c.rounds)
+        if c.speedup < 1.0 + CONFIRM_MARGIN:
+            status = "fallback-not-faster"
+            message = (
+                f"the extracted program ({result.status}) is predicted "
+                f"{cost_before / candidate_cost:.3f}x faster but measured {c.speedup:.3f}x on "
+                f"onnxruntime ({c.rounds} rounds), below {1 + CONFIRM_MARGIN:g}x; kept the input"
+            )
+            best, cost_after = graph, cost_before
+
     total = time.perf_counter() - start
     phases = {
         "setup": setup_seconds,
         "exploration": explore_wall,
         "extraction": stats["extract_seconds"],
         "verification": verify_seconds,
+        "confirmation": confirm_seconds,
     }
     stats.update(
         verify_seconds=verify_seconds,
@@ -458,6 +497,16 @@ def optimize(
         candidate=candidate,
         candidate_cost=candidate_cost,
         candidate_status=result.status,
+    )
+
+
+def _confirms(confirm: bool | None, model: Any) -> bool:
+    """Whether to time the candidate on onnxruntime (see ``optimize(confirm=...)``)."""
+    if confirm is not None:
+        return bool(confirm)
+    return (
+        getattr(model, "name", "") in ("profile", "learned")
+        and getattr(model, "device", "") == "cpu"
     )
 
 

@@ -45,6 +45,7 @@ from tensat_py import ops
 from tensat_py.cost.base import CostContext, OpCostModel, opdef
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.profile import (
+    BANDWIDTH_SIGNATURE,
     GPU_DEVICES,
     ORT_KERNELS,
     OVERHEAD_SIGNATURE,
@@ -56,6 +57,7 @@ from tensat_py.cost.profile import (
     ort_kernels,
     ort_priced,
 )
+from tensat_py.cost.residency import ColdWeights, last_level_cache_bytes
 from tensat_py.graph import TensorType
 
 __all__ = [
@@ -278,7 +280,7 @@ class TrainReport:
 def _dataset(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     xs, ys, opnames = [], [], []
     for r in records:
-        if r.signature == OVERHEAD_SIGNATURE or r.low <= 0:
+        if r.signature in (OVERHEAD_SIGNATURE, BANDWIDTH_SIGNATURE) or r.low <= 0:
             continue
         ctx = context_of(r.signature)
         try:
@@ -408,8 +410,12 @@ def _device_info(device: str) -> dict[str, Any]:
     raise ValueError(f"learned: unknown device '{device}'; known: cpu, {', '.join(GPU_DEVICES)}")
 
 
-class LearnedCostModel(OpCostModel):
+class LearnedCostModel(ColdWeights, OpCostModel):
     """Predicted seconds per operator (see the module docstring).
+
+    On the CPU, a program whose weights outgrow the last-level cache is priced with cold
+    weights, as ``profile`` prices it (:mod:`tensat_py.cost.residency`), with the memory
+    bandwidth the profile cache holds for the device (none calibrated: no adjustment).
 
     Build one with :meth:`for_device` (loads the stored model, or trains one from the
     profile cache on first use).
@@ -422,6 +428,8 @@ class LearnedCostModel(OpCostModel):
         spearman: the stored held-out rank correlation.
         fusion: the onnxruntime (CPU) pricing rules: what it fuses costs the per-node
             cost, and the views it runs as kernels (``profile.ORT_KERNELS``) are priced.
+        bandwidth: memory bandwidth in bytes per second for cold weights (CPU), or
+            ``None``.
     """
 
     name = "learned"
@@ -435,8 +443,12 @@ class LearnedCostModel(OpCostModel):
         overhead: tuple[float, float] = (0.0, 0.0),
         spearman: float | None = None,
         fusion: bool = True,
+        bandwidth: float | None = None,
     ) -> None:
         self.predictor = predictor
+        self._bandwidth = bandwidth
+        self.cold_weights = device.lower() == "cpu"
+        self.llc = last_level_cache_bytes()
         self.device = device
         self.fingerprint = fp
         self.overhead = overhead
@@ -480,7 +492,20 @@ class LearnedCostModel(OpCostModel):
             rho = report.spearman
         got = database.get(fp, [OVERHEAD_SIGNATURE]).get(OVERHEAD_SIGNATURE)
         overhead = (got.low, got.spread) if got is not None else (0.0, 0.0)
-        return cls(predictor, device.lower(), fp, overhead, rho, fusion=device.lower() == "cpu")
+        bw = database.get(fp, [BANDWIDTH_SIGNATURE]).get(BANDWIDTH_SIGNATURE)
+        return cls(
+            predictor,
+            device.lower(),
+            fp,
+            overhead,
+            rho,
+            fusion=device.lower() == "cpu",
+            bandwidth=bw.low if bw is not None else None,
+        )
+
+    def bandwidth(self) -> float | None:
+        """Memory bandwidth (bytes per second) from the profile cache, or ``None``."""
+        return self._bandwidth
 
     def costs(self, ctxs: Sequence[ops.OpContext]) -> list[float]:
         """Predicted seconds for each of ``ctxs`` (one batch through the trees).
@@ -515,7 +540,7 @@ class LearnedCostModel(OpCostModel):
                 out[k] = self._memo[key]
         if self.fusion:
             out = ort_adjust(out, given, fused, self.overhead[1])
-        return out
+        return self.cold_weights_adjust(out, given)
 
     def cost(self, ctx: ops.OpContext) -> float:
         """Predicted seconds for one operator application."""

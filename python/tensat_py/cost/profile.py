@@ -58,6 +58,7 @@ import numpy as np
 from tensat_py import ops
 from tensat_py.cost.base import OpCostModel, opdef
 from tensat_py.cost.database import ProfileDatabase, Record
+from tensat_py.cost.residency import ColdWeights, last_level_cache_bytes
 from tensat_py.graph import Graph, TensorType
 
 __all__ = [
@@ -84,6 +85,8 @@ __all__ = [
 GPU_DEVICES = ("gpu", "cuda", "t4", "a100", "h100")
 #: Signature under which the ORT call-overhead calibration is cached.
 OVERHEAD_SIGNATURE = '{"calibration":"onnxruntime call overhead"}'
+#: Signature under which the memory-bandwidth calibration is cached (bytes per second).
+BANDWIDTH_SIGNATURE = '{"calibration":"memory bandwidth"}'
 #: Bump when the measuring protocol changes (part of every fingerprint).
 PROTOCOL = 1
 
@@ -450,6 +453,31 @@ class OrtBackend:
         per_node = max((t16 - t1) / 15, 0.0)
         return max(t1 - per_node, 0.0), per_node
 
+    def weight_stream(self, n: int, count: int) -> Measurement:
+        """Times a chain of ``count`` matmuls ``[1, n] x [n, n]`` with distinct constant
+        float32 weights (initializers), for :meth:`ProfileCostModel.bandwidth`."""
+        from onnx import helper, numpy_helper
+
+        rng = np.random.default_rng(0)
+        inits = [
+            numpy_helper.from_array(rng.uniform(0.5, 1.5, (n, n)).astype(np.float32), f"w{k}")
+            for k in range(count)
+        ]
+        nodes = [
+            helper.make_node("MatMul", [f"t{k}", f"w{k}"], [f"t{k + 1}"]) for k in range(count)
+        ]
+        graph = helper.make_graph(
+            nodes,
+            "stream",
+            [helper.make_tensor_value_info("t0", 1, [1, n])],
+            [helper.make_tensor_value_info(f"t{count}", 1, [1, n])],
+            inits,
+        )
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        feeds = {"t0": np.full((1, n), 1.0 / n, np.float32)}
+        return time_callable(self._bound_call(self._session(m), feeds), **self.timing)
+
 
 class ArrayBackend:
     """The operator's reference ``evaluate`` on arrays of an array module (NumPy or CuPy:
@@ -512,6 +540,22 @@ class ArrayBackend:
                 f"profile: operator `{ctx.op}` cannot run on {self.name}: {type(e).__name__}: {e}"
             ) from None
         return time_callable(lambda: d.evaluate(run_ctx, args), timer=self.timer, **self.timing)
+
+    def weight_stream(self, n: int, count: int) -> Measurement:
+        """Times a chain of ``count`` matmuls ``[1, n] x [n, n]`` with distinct float32
+        weights, for :meth:`ProfileCostModel.bandwidth`."""
+        xp = self.xp
+        rng = np.random.default_rng(0)
+        ws = [xp.asarray(rng.uniform(0.5, 1.5, (n, n)).astype(np.float32)) for _ in range(count)]
+        x0 = xp.asarray(np.full((1, n), 1.0 / n, np.float32))
+
+        def chain() -> Any:
+            x = x0
+            for w in ws:
+                x = x @ w
+            return x
+
+        return time_callable(chain, timer=self.timer, **self.timing)
 
 
 def numpy_backend(**timing: Any) -> ArrayBackend:
@@ -614,7 +658,9 @@ def ort_adjust(
 
 
 #: Activations onnxruntime fuses into the convolution (or Gemm) before them.
-ORT_ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "leaky_relu", "clip", "hard_sigmoid"})
+ORT_ACTIVATIONS = frozenset(
+    {"relu", "sigmoid", "tanh", "leaky_relu", "clip", "hard_sigmoid", "hard_swish"}
+)
 #: Sums onnxruntime fuses into the convolution (NCHWc Conv+Sum) or MatMul (Gemm) before.
 ORT_SUMS = frozenset({"ewadd", "add"})
 
@@ -653,8 +699,12 @@ def ort_fused(ctx: ops.OpContext) -> bool:
 Progress = Callable[[int, int, str], None]
 
 
-class ProfileCostModel(OpCostModel):
+class ProfileCostModel(ColdWeights, OpCostModel):
     """Measured seconds per operator, cached (see the module docstring).
+
+    On the CPU, a program whose weights outgrow the last-level cache is priced with cold
+    weights: an operator costs at least its weights' bytes over the measured memory
+    bandwidth (:mod:`tensat_py.cost.residency`).
 
     Args:
         device: ``"cpu"`` (the default backend is onnxruntime) or a GPU (``"gpu"``,
@@ -715,6 +765,9 @@ class ProfileCostModel(OpCostModel):
         self.fusion = fusion and isinstance(self.backend, OrtBackend)
         self._memo: dict[str, float] = {}
         self._overhead: tuple[float, float] | None = None
+        self._bandwidth: float | None = None
+        self.cold_weights = dev == "cpu"
+        self.llc = last_level_cache_bytes()
         self.measured = 0  # new measurements made by this object
 
     def __repr__(self) -> str:
@@ -743,6 +796,31 @@ class ProfileCostModel(OpCostModel):
             got = self.db.get(self.fingerprint, [OVERHEAD_SIGNATURE])[OVERHEAD_SIGNATURE]
         self._overhead = (got.median, got.spread)  # spread holds the per-node cost here
         return self._overhead
+
+    def bandwidth(self) -> float | None:
+        """Memory bandwidth in bytes per second as a program's weights see it on this
+        backend, calibrated once per device (cached): a chain of ``1 x 512`` by
+        ``512 x 512`` float32 matmuls (1 MiB weights, NasRNN's) whose distinct weights
+        hold four times the last-level cache, their bytes over the chain's lower-quartile
+        time; ``None`` for a backend without ``weight_stream``."""
+        if self._bandwidth is not None:
+            return self._bandwidth
+        stream = getattr(self.backend, "weight_stream", None)
+        if stream is None:
+            return None
+        got = self.db.get(self.fingerprint, [BANDWIDTH_SIGNATURE]).get(BANDWIDTH_SIGNATURE)
+        if got is None:
+            n = 512
+            count = -(-4 * self.llc // (n * n * 4))
+            m = stream(n, count)
+            bw = count * n * n * 4 / m.low
+            self.db.put(
+                self.fingerprint,
+                [Record(BANDWIDTH_SIGNATURE, "__bandwidth__", bw, 0.0, m.reps, bw)],
+            )
+            got = self.db.get(self.fingerprint, [BANDWIDTH_SIGNATURE])[BANDWIDTH_SIGNATURE]
+        self._bandwidth = got.low
+        return self._bandwidth
 
     def _figure(self, raw: float) -> float:
         call, per_node = self.overhead()
@@ -789,7 +867,7 @@ class ProfileCostModel(OpCostModel):
         out = [0.0 if s is None else self._memo[s] for s in sigs]
         if self.fusion:
             out = ort_adjust(out, given, fused, self.overhead()[1])
-        return out
+        return self.cold_weights_adjust(out, given)
 
     def cost(self, ctx: ops.OpContext) -> float:
         """Measured seconds for one operator application (see :meth:`costs`)."""

@@ -17,7 +17,7 @@ import numpy as np
 from tensat_py.graph import Graph, TensorType
 from tensat_py.runtime.numpy_exec import random_feeds
 
-__all__ = ["run", "feeds", "session"]
+__all__ = ["run", "feeds", "prepare", "session"]
 
 
 def session(model: Any, *, threads: int = 0, level: str = "all", spinning: bool = True) -> Any:
@@ -103,6 +103,24 @@ def run(
         ValueError: an input without a feed, or a graph that cannot be exported
             (``tensat_py.frontends.onnx.OnnxError``).
     """
+    sess, inputs = prepare(graph, feeds, source=source, threads=threads)
+    return list(sess.run(None, inputs))
+
+
+def prepare(
+    graph: Graph,
+    feeds: Mapping[str, np.ndarray],
+    *,
+    source: Graph | None = None,
+    threads: int = 0,
+    spinning: bool = True,
+) -> tuple[Any, dict[str, np.ndarray]]:
+    """The session and the inputs :func:`run` would use (arguments as there; ``spinning``
+    as in :func:`session`).
+
+    Raises:
+        ValueError: as :func:`run`.
+    """
     from tensat_py.frontends.onnx import to_model
 
     leaf_types = graph.leaf_types()
@@ -117,9 +135,9 @@ def run(
         if name not in feeds:
             raise ValueError(f"no feed for input '{name}'")
         inputs[leaf.get(name, name)] = _as_dtype(feeds[name], leaf_types[name].dtype)
-    sess = session(model, threads=threads)
+    sess = session(model, threads=threads, spinning=spinning)
     wanted = {i.name for i in sess.get_inputs()}
-    return list(sess.run(None, {k: v for k, v in inputs.items() if k in wanted}))
+    return sess, {k: v for k, v in inputs.items() if k in wanted}
 
 
 def _as_dtype(a: object, dtype: str) -> np.ndarray:

@@ -1,0 +1,69 @@
+"""Confirmation on onnxruntime: optimize(confirm=...) keeps a candidate only when it
+measures faster than the input; the default confirms for CPU-measured cost models."""
+
+import math
+
+import pytest
+import tensat_py
+from tensat_py.builder import GraphBuilder
+from tensat_py.runtime import confirm as confirm_mod
+from tensat_py.runtime.confirm import Confirmation, measured_speedup
+
+
+def _stub(monkeypatch, speedup: float) -> list:
+    calls = []
+
+    def fake(graph, candidate, **kw):
+        calls.append((graph, candidate))
+        return Confirmation(speedup, 5, 1.0, 1.0 / speedup, 0.0)
+
+    monkeypatch.setattr(confirm_mod, "measured_speedup", fake)
+    return calls
+
+
+def test_a_candidate_measured_slower_is_not_kept(monkeypatch):
+    calls = _stub(monkeypatch, 0.9)
+    g = tensat_py.load("squeezenet")
+    r = tensat_py.optimize(g, verify=False, confirm=True, time_limit=30)
+    assert len(calls) == 1 and calls[0][0] is g
+    assert r.extraction_status == "fallback-not-faster" and r.graph is g
+    assert r.cost_after == r.cost_before and r.candidate_cost < r.cost_before
+    assert "measured 0.900x" in r.message and r.stats["measured_speedup"] == 0.9
+
+
+def test_a_candidate_measured_faster_is_kept(monkeypatch):
+    calls = _stub(monkeypatch, 1.2)
+    r = tensat_py.optimize("squeezenet", verify=False, confirm=True, time_limit=30)
+    assert len(calls) == 1 and r.graph is r.candidate
+    assert r.extraction_status not in tensat_py.pipeline.FALLBACKS
+
+
+def test_roofline_is_not_confirmed_by_default(monkeypatch):
+    calls = _stub(monkeypatch, 0.5)
+    r = tensat_py.optimize("squeezenet", verify=False, time_limit=30)
+    assert calls == [] and r.graph is r.candidate and "measured_speedup" not in r.stats
+
+
+def test_cpu_measured_cost_models_are_confirmed_by_default(monkeypatch, tmp_path):
+    monkeypatch.setenv("TENSAT_CACHE_DIR", str(tmp_path))
+    calls = _stub(monkeypatch, 0.5)
+    b = GraphBuilder()
+    x = b.input((1, 64), "x")
+    w1, w2 = b.weight((64, 64), "w1"), b.weight((64, 64), "w2")
+    g = b.finish([b.matmul(x, w1), b.matmul(x, w2)])  # two matmuls sharing an input
+    r = tensat_py.optimize(
+        g, cost_model="profile", device="cpu", verify=False, min_gain=0.0, k_multi=1
+    )
+    # min_gain 0: the cost checks keep the candidate, so the confirmation decides
+    assert len(calls) == 1 and r.extraction_status == "fallback-not-faster" and r.graph is g
+
+
+def test_measured_speedup_times_both_programs():
+    b = GraphBuilder()
+    x = b.input((1, 8, 16, 16), "x")
+    g = b.finish(b.relu(b.relu(x)))
+    c = measured_speedup(g, g, budget=0.05, min_rounds=5, max_rounds=7)
+    assert 5 <= c.rounds <= 7 and math.isfinite(c.speedup) and c.speedup > 0
+    assert c.input_ms > 0 and c.candidate_ms > 0
+    with pytest.raises(ValueError, match="min_rounds"):
+        measured_speedup(g, g, min_rounds=0)
