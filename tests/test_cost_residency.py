@@ -4,15 +4,14 @@ fixed figures, so the assertions are exact and never depend on this machine's sp
 
 from tensat_py import _core
 from tensat_py.builder import GraphBuilder
-from tensat_py.cost.profile import ProfileCostModel
+from tensat_py.cost.base import graph_contexts
+from tensat_py.cost.profile import Measurement, ProfileCostModel
 from tensat_py.cost.residency import (
     cold_adjust,
     export_weight_bytes,
     graph_weight_bytes,
     streamed_bytes,
 )
-from tensat_py.cost.base import graph_contexts
-from tensat_py.cost.profile import Measurement
 
 HOT = 26e-6  # seconds: every operator measured alone, its weight in the cache
 STREAM = 1e-3  # seconds for the calibration chain
