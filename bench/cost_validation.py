@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.real:
             spec = onnx_real.MODELS[name]
             path = onnx_real.fetch(name, spec, args.work, args.export_python)
-            sources.append((name, (path, spec.input_shapes)))
+            sources.append((f"onnx_real/{name}", (path, spec.input_shapes)))
     rows: list[Row] = []
     for name, src in sources:
         r = bench_model(name, src, cms, args)

@@ -22,7 +22,11 @@ rotating runs, their ratio (> 1: ours faster), the A/A ratio (the original again
 second session of itself: the noise), the round-trip ratio (the original against the
 model loaded and saved without optimising: what fixing the input shapes, folding shape
 sub-graphs and exporting cost by themselves), and the largest relative output error
-(``max|a - b| / max|a|`` over outputs), which must stay within 1e-3.
+(``max|a - b| / max|a|`` over outputs), which must stay within 1e-3; then the extracted
+program's own predicted ratio (kept or not), the measured ratio of ``optimize``'s
+confirmation on onnxruntime (``-`` when it did not run: roofline, or a candidate no
+cheaper than the input) and the extraction status (``fallback-not-faster``: the
+confirmation kept the input).
 
 Usage::
 
@@ -142,6 +146,11 @@ class Row:
     control_flow: int
     optimize_s: float
     predicted: float
+    status: str
+    #: Cost before / after of the extracted program, kept or not.
+    candidate_predicted: float
+    #: The confirmation's measured speedup of the candidate (nan when not confirmed).
+    confirmed: float
     original_ms: float
     optimized_ms: float
     control_ms: float
@@ -244,6 +253,11 @@ def bench_model(name: str, path: Path, spec: Packaged | Exported, args) -> Row:
         control_flow=cf,
         optimize_s=opt_s,
         predicted=result.speedup,
+        status=result.extraction_status,
+        candidate_predicted=result.cost_before / result.candidate_cost
+        if result.candidate_cost > 0
+        else 1.0,
+        confirmed=float(result.stats.get("measured_speedup", float("nan"))),
         original_ms=statistics.median(times[0]) * 1e3,
         optimized_ms=statistics.median(times[1]) * 1e3,
         control_ms=statistics.median(times[2]) * 1e3,
@@ -268,8 +282,9 @@ def table(rows: list[Row], failed: dict[str, str], args) -> str:
         f"{args.time_limit:g} s; tolerance {TOLERANCE:g} relative.",
         "",
         "| model | source | operators | opaque (control flow) | optimise (s) | predicted "
-        "| original (ms) | optimised (ms) | measured | A/A | round trip | max rel err | size |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| original (ms) | optimised (ms) | measured | A/A | round trip | max rel err | size "
+        "| candidate predicted | confirmation | status |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lines.append(
@@ -277,10 +292,11 @@ def table(rows: list[Row], failed: dict[str, str], args) -> str:
             f"({r.control_flow}) | {r.optimize_s:.1f} | {r.predicted:.3f} | "
             f"{r.original_ms:.3f} | {r.optimized_ms:.3f} | {r.measured:.3f} "
             f"| {r.control:.3f} | {r.roundtrip:.3f} "
-            f"| {r.max_rel_error:.1e} | {r.size_ratio:.3f} |"
+            f"| {r.max_rel_error:.1e} | {r.size_ratio:.3f} | {r.candidate_predicted:.3f} "
+            f"| {'-' if r.confirmed != r.confirmed else f'{r.confirmed:.3f}'} | {r.status} |"
         )
     for name, why in failed.items():
-        lines.append(f"| {name} | failed: {why} | | | | | | | | | | | |")
+        lines.append(f"| {name} | failed: {why} | | | | | | | | | | | | | | |")
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tensat_py import options
+from tensat_py.cli_shapes import input_shape_option, input_shapes
 
 __all__ = ["main"]
 
@@ -65,29 +66,6 @@ _SOLVER_OPTION = click.option(
 @click.version_option(package_name="tensat-py", prog_name="tensat")
 def main() -> None:
     """tensat-py: e-graph superoptimizer for tensor programs."""
-
-
-def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
-    """``("x=1,3,224,224", ...)`` -> ``{"x": (1, 3, 224, 224)}``.
-
-    Raises:
-        click.BadParameter: a spec without ``=``, a repeated name, or a dimension that is
-            not a positive integer.
-    """
-    out: dict[str, tuple[int, ...]] = {}
-    for spec in specs:
-        name, sep, dims = spec.rpartition("=")
-        try:
-            shape = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            shape = ()
-        if not sep or not name or not shape or min(shape) < 1 or name in out:
-            raise click.BadParameter(
-                f"{spec!r}: expected NAME=D0,D1,... with positive dimensions, once per name",
-                param_hint="--input-shape",
-            )
-        out[name] = shape
-    return out
 
 
 @main.command()
@@ -166,14 +144,7 @@ def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     help="Write the optimised program; the suffix picks the format (.onnx: zoo and .model "
     "graphs get random weights).",
 )
-@click.option(
-    "--input-shape",
-    "input_shape",
-    multiple=True,
-    metavar="NAME=D0,D1,...",
-    help="Static shape for an ONNX input with symbolic dimensions (repeatable), e.g. "
-    "x=1,3,224,224.",
-)
+@input_shape_option()
 def optimize(
     target: str,
     rules: str | None,
@@ -221,7 +192,7 @@ def optimize(
                 check_writable(path)
         if output:
             for_path(output)  # an unsupported suffix fails before the work
-        shapes = _input_shapes(input_shape)
+        shapes = input_shapes(input_shape)
         graph = tensat_py.load(target, input_shapes=shapes) if shapes else tensat_py.load(target)
         if getattr(graph, "meta", {}).get("frontend") == "knossos":
             _optimize_ks(

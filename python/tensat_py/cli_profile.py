@@ -24,6 +24,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tensat_py.cli_shapes import input_shape_option, input_shapes
+
 __all__ = ["profile"]
 
 
@@ -51,14 +53,7 @@ def _fail(msg: str) -> None:
     help="Learned model's objective.",
 )
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="Cache folder.")
-@click.option(
-    "--input-shape",
-    "input_shape",
-    multiple=True,
-    metavar="NAME=D0,D1,...",
-    help="Static shape for an ONNX input with symbolic dimensions (repeatable), e.g. "
-    "x=1,3,224,224; applies to every ONNX file of MODELS.",
-)
+@input_shape_option("applies to every ONNX file of MODELS")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def profile(
     models: tuple[str, ...],
@@ -74,10 +69,9 @@ def profile(
 ) -> None:
     """Measure each distinct operator of MODELS (zoo names or files) on the device and
     cache the figures; --stats shows the cache, --train fits the learned model."""
-    from tensat_py.cli import _input_shapes
     from tensat_py.cost.database import CACHE_ENV, ProfileDatabase
 
-    shapes = _input_shapes(input_shape)
+    shapes = input_shapes(input_shape)
     if cache_dir:
         os.environ[CACHE_ENV] = cache_dir
     if not (models or stats or train):
