@@ -67,3 +67,17 @@ def test_measured_speedup_times_both_programs():
     assert c.input_ms > 0 and c.candidate_ms > 0
     with pytest.raises(ValueError, match="min_rounds"):
         measured_speedup(g, g, min_rounds=0)
+
+
+def test_cli_confirm_shows_the_measured_speedup(monkeypatch):
+    from click.testing import CliRunner
+    from tensat_py.cli import main
+
+    _stub(monkeypatch, 0.9)
+    args = ["optimize", "squeezenet", "--confirm", "--no-verify", "--time-limit", "30"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "measured speedup (onnxruntime)" in r.output and "0.900 (5 rounds)" in r.output
+    assert "fallback-not-faster" in r.output
+    r = CliRunner().invoke(main, [*args[:2], "--no-verify", "--time-limit", "30"])
+    assert r.exit_code == 0 and "measured speedup" not in r.output

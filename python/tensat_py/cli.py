@@ -324,9 +324,15 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
         ("exploration (s)", "exploration"),
         ("extraction (s)", "extraction"),
         ("verification (s)", "verification"),
+        ("confirmation (s)", "confirmation"),
     ):
-        if key in phases:
+        if key in phases and (key != "confirmation" or "measured_speedup" in st):
             table.add_row(label, f"{phases[key]:.3f} ({share.get(key, 0.0) * 100:.0f} %)")
+    if "measured_speedup" in st:
+        table.add_row(
+            "measured speedup (onnxruntime)",
+            f"{st['measured_speedup']:.3f} ({st.get('confirm_rounds', '?')} rounds)",
+        )
     if "total_seconds" in st:
         table.add_row("total (s) / time limit", f"{st['total_seconds']:.3f} / {st['time_limit']:g}")
     if result.verify is not None:

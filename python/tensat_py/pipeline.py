@@ -436,8 +436,13 @@ def optimize(
         best, cost_after = graph, cost_before
     elif candidate_cost > cost_before:
         status = "fallback-not-cheaper"
+        than = (
+            "as much as (to rounding)"
+            if f"{candidate_cost:.6g}" == f"{cost_before:.6g}"
+            else "more than"
+        )
         message = (
-            f"the extracted program ({result.status}) costs {candidate_cost:.6g} s, more than "
+            f"the extracted program ({result.status}) costs {candidate_cost:.6g} s, {than} "
             f"the input's {cost_before:.6g} s; kept the input"
         )
         best, cost_after = graph, cost_before
