@@ -93,7 +93,9 @@ def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
         path, shapes = source
         original = tonnx.to_model(tensat_py.load(path, input_shapes=shapes))
     elif isinstance(source, str | Path):
-        original = tonnx.load(str(source)).meta["onnx"].model  # type: ignore[attr-defined]
+        import onnx
+
+        original = onnx.load(str(source))  # the file as given (its shapes static)
     else:
         original = tonnx.to_model(source, weights="random")
     loaded = tonnx.load(original)
