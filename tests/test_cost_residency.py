@@ -2,11 +2,13 @@
 last-level cache at memory bandwidth (tensat_py.cost.residency). A fake backend gives
 fixed figures, so the assertions are exact and never depend on this machine's speed."""
 
+import pytest
 from tensat_py import _core
 from tensat_py.builder import GraphBuilder
 from tensat_py.cost.base import graph_contexts
-from tensat_py.cost.profile import Measurement, ProfileCostModel
+from tensat_py.cost.profile import BANDWIDTH_SIDES, Measurement, ProfileCostModel
 from tensat_py.cost.residency import (
+    BandwidthCurve,
     cold_adjust,
     export_weight_bytes,
     graph_weight_bytes,
@@ -51,8 +53,12 @@ def _model(tmp_path, llc: int) -> ProfileCostModel:
 
 
 def _bandwidth(m: ProfileCostModel) -> float:
-    ((n, count),) = m.backend.streams  # calibrated once
-    return count * n * n * 4 / STREAM
+    """The model's bandwidth at 1 MiB, which the fake calibration fixes exactly."""
+    assert [n for n, _ in m.backend.streams] == list(BANDWIDTH_SIDES)  # calibrated once
+    (count,) = [c for n, c in m.backend.streams if n == 512]
+    bw = count * 512 * 512 * 4 / STREAM
+    assert m.bandwidth()(1 << 20) == bw
+    return bw
 
 
 def test_weights_that_fit_in_the_cache_keep_the_measured_figures(tmp_path):
@@ -65,7 +71,7 @@ def test_weights_outgrowing_the_cache_stream_at_the_measured_bandwidth(tmp_path)
     m = _model(tmp_path, llc=512 << 10)
     cost = m.graph_cost(g)
     bw = _bandwidth(m)
-    assert m.backend.streams[0][1] * (512 * 512 * 4) >= 4 * m.llc  # chain outgrows the cache
+    assert all(c * n * n * 4 >= 4 * m.llc for n, c in m.backend.streams)  # chains outgrow it
     assert cost == (1 << 20) / bw + HOT  # matmul reads 1 MiB of weight; relu none
     assert (1 << 20) / bw > HOT  # so the weight term decided it
     # outside a program's pricing, the figures are as measured
@@ -89,8 +95,8 @@ def test_the_bandwidth_is_calibrated_once_per_device_and_cached(tmp_path):
     a.graph_cost(_matmul_graph())
     b = _model(tmp_path, llc=512 << 10)  # another process, same cache file
     b.graph_cost(_matmul_graph())
-    assert len(a.backend.streams) == 1 and b.backend.streams == []
-    assert b.bandwidth() == a.bandwidth()
+    assert len(a.backend.streams) == len(BANDWIDTH_SIDES) and b.backend.streams == []
+    assert b.bandwidth().points == a.bandwidth().points
 
 
 def test_cold_adjust_leaves_free_operators_free():
@@ -98,3 +104,11 @@ def test_cold_adjust_leaves_free_operators_free():
     weight_reads = [streamed_bytes(c) for c in ctxs]
     assert sorted(weight_reads)[-1] == 1 << 20
     assert cold_adjust([0.0] * len(ctxs), ctxs, 1e9) == [0.0] * len(ctxs)
+
+
+def test_bigger_weights_stream_faster_where_the_calibration_says_so():
+    curve = BandwidthCurve([(1 << 20, 10e9), (4 << 20, 20e9)])
+    assert curve(2 << 20) == pytest.approx(15e9)  # halfway in log(bytes)
+    assert curve(1) == 10e9 and curve(1 << 40) == 20e9  # constant beyond the points
+    with pytest.raises(ValueError, match="positive"):
+        BandwidthCurve([])

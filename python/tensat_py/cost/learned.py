@@ -45,11 +45,12 @@ from tensat_py import ops
 from tensat_py.cost.base import CostContext, OpCostModel, opdef
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.profile import (
-    BANDWIDTH_SIGNATURE,
+    BANDWIDTH_SIDES,
     GPU_DEVICES,
     ORT_KERNELS,
     OVERHEAD_SIGNATURE,
     OrtBackend,
+    bandwidth_signature,
     cupy_backend,
     fingerprint,
     numpy_backend,
@@ -57,7 +58,7 @@ from tensat_py.cost.profile import (
     ort_kernels,
     ort_priced,
 )
-from tensat_py.cost.residency import ColdWeights, last_level_cache_bytes
+from tensat_py.cost.residency import BandwidthCurve, ColdWeights, last_level_cache_bytes
 from tensat_py.graph import TensorType
 
 __all__ = [
@@ -280,7 +281,7 @@ class TrainReport:
 def _dataset(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     xs, ys, opnames = [], [], []
     for r in records:
-        if r.signature in (OVERHEAD_SIGNATURE, BANDWIDTH_SIGNATURE) or r.low <= 0:
+        if r.signature == OVERHEAD_SIGNATURE or r.op == "__bandwidth__" or r.low <= 0:
             continue
         ctx = context_of(r.signature)
         try:
@@ -428,8 +429,7 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         spearman: the stored held-out rank correlation.
         fusion: the onnxruntime (CPU) pricing rules: what it fuses costs the per-node
             cost, and the views it runs as kernels (``profile.ORT_KERNELS``) are priced.
-        bandwidth: memory bandwidth in bytes per second for cold weights (CPU), or
-            ``None``.
+        bandwidth: memory bandwidth by weight size for cold weights (CPU), or ``None``.
     """
 
     name = "learned"
@@ -443,7 +443,7 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         overhead: tuple[float, float] = (0.0, 0.0),
         spearman: float | None = None,
         fusion: bool = True,
-        bandwidth: float | None = None,
+        bandwidth: BandwidthCurve | None = None,
     ) -> None:
         self.predictor = predictor
         self._bandwidth = bandwidth
@@ -492,7 +492,13 @@ class LearnedCostModel(ColdWeights, OpCostModel):
             rho = report.spearman
         got = database.get(fp, [OVERHEAD_SIGNATURE]).get(OVERHEAD_SIGNATURE)
         overhead = (got.low, got.spread) if got is not None else (0.0, 0.0)
-        bw = database.get(fp, [BANDWIDTH_SIGNATURE]).get(BANDWIDTH_SIGNATURE)
+        sigs = [bandwidth_signature(n) for n in BANDWIDTH_SIDES]
+        got_bw = database.get(fp, sigs)
+        bw = None
+        if all(s in got_bw for s in sigs):
+            bw = BandwidthCurve(
+                [(n * n * 4, got_bw[s].low) for n, s in zip(BANDWIDTH_SIDES, sigs, strict=True)]
+            )
         return cls(
             predictor,
             device.lower(),
@@ -500,11 +506,11 @@ class LearnedCostModel(ColdWeights, OpCostModel):
             overhead,
             rho,
             fusion=device.lower() == "cpu",
-            bandwidth=bw.low if bw is not None else None,
+            bandwidth=bw,
         )
 
-    def bandwidth(self) -> float | None:
-        """Memory bandwidth (bytes per second) from the profile cache, or ``None``."""
+    def bandwidth(self) -> BandwidthCurve | None:
+        """Memory bandwidth by weight size from the profile cache, or ``None``."""
         return self._bandwidth
 
     def costs(self, ctxs: Sequence[ops.OpContext]) -> list[float]:

@@ -58,7 +58,7 @@ import numpy as np
 from tensat_py import ops
 from tensat_py.cost.base import OpCostModel, opdef
 from tensat_py.cost.database import ProfileDatabase, Record
-from tensat_py.cost.residency import ColdWeights, last_level_cache_bytes
+from tensat_py.cost.residency import BandwidthCurve, ColdWeights, last_level_cache_bytes
 from tensat_py.graph import Graph, TensorType
 
 __all__ = [
@@ -85,8 +85,18 @@ __all__ = [
 GPU_DEVICES = ("gpu", "cuda", "t4", "a100", "h100")
 #: Signature under which the ORT call-overhead calibration is cached.
 OVERHEAD_SIGNATURE = '{"calibration":"onnxruntime call overhead"}'
-#: Signature under which the memory-bandwidth calibration is cached (bytes per second).
-BANDWIDTH_SIGNATURE = '{"calibration":"memory bandwidth"}'
+#: Prefix of the signatures under which the memory-bandwidth calibration is cached (one
+#: record per weight size: bytes per second in ``low``).
+BANDWIDTH_SIGNATURE = '{"calibration":"memory bandwidth"'
+#: Matrix sides ``n`` of the bandwidth calibration's ``n x n`` float32 weights.
+BANDWIDTH_SIDES = (256, 512, 1024, 2048)
+
+
+def bandwidth_signature(n: int) -> str:
+    """The cache signature of the bandwidth calibration at ``n x n`` float32 weights."""
+    return f'{BANDWIDTH_SIGNATURE},"n":{int(n)}}}'
+
+
 #: Bump when the measuring protocol changes (part of every fingerprint).
 PROTOCOL = 1
 
@@ -765,7 +775,7 @@ class ProfileCostModel(ColdWeights, OpCostModel):
         self.fusion = fusion and isinstance(self.backend, OrtBackend)
         self._memo: dict[str, float] = {}
         self._overhead: tuple[float, float] | None = None
-        self._bandwidth: float | None = None
+        self._bandwidth: BandwidthCurve | None = None
         self.cold_weights = dev == "cpu"
         self.llc = last_level_cache_bytes()
         self.measured = 0  # new measurements made by this object
@@ -797,29 +807,29 @@ class ProfileCostModel(ColdWeights, OpCostModel):
         self._overhead = (got.median, got.spread)  # spread holds the per-node cost here
         return self._overhead
 
-    def bandwidth(self) -> float | None:
-        """Memory bandwidth in bytes per second as a program's weights see it on this
-        backend, calibrated once per device (cached): a chain of ``1 x 512`` by
-        ``512 x 512`` float32 matmuls (1 MiB weights, NasRNN's) whose distinct weights
-        hold four times the last-level cache, their bytes over the chain's lower-quartile
-        time; ``None`` for a backend without ``weight_stream``."""
+    def bandwidth(self) -> BandwidthCurve | None:
+        """Memory bandwidth by weight size as a program's weights see it on this backend,
+        calibrated once per device (cached): for each ``n`` of :data:`BANDWIDTH_SIDES`, a
+        chain of ``1 x n`` by ``n x n`` float32 matmuls whose distinct weights hold four
+        times the last-level cache, their bytes over the chain's lower-quartile time;
+        ``None`` for a backend without ``weight_stream``."""
         if self._bandwidth is not None:
             return self._bandwidth
         stream = getattr(self.backend, "weight_stream", None)
         if stream is None:
             return None
-        got = self.db.get(self.fingerprint, [BANDWIDTH_SIGNATURE]).get(BANDWIDTH_SIGNATURE)
-        if got is None:
-            n = 512
-            count = -(-4 * self.llc // (n * n * 4))
-            m = stream(n, count)
-            bw = count * n * n * 4 / m.low
-            self.db.put(
-                self.fingerprint,
-                [Record(BANDWIDTH_SIGNATURE, "__bandwidth__", bw, 0.0, m.reps, bw)],
-            )
-            got = self.db.get(self.fingerprint, [BANDWIDTH_SIGNATURE])[BANDWIDTH_SIGNATURE]
-        self._bandwidth = got.low
+        sigs = [bandwidth_signature(n) for n in BANDWIDTH_SIDES]
+        got = self.db.get(self.fingerprint, sigs)
+        for n, sig in zip(BANDWIDTH_SIDES, sigs, strict=True):
+            if sig not in got:
+                count = -(-4 * self.llc // (n * n * 4))
+                m = stream(n, count)
+                bw = count * n * n * 4 / m.low
+                self.db.put(self.fingerprint, [Record(sig, "__bandwidth__", bw, 0.0, m.reps, bw)])
+        got = self.db.get(self.fingerprint, sigs)
+        self._bandwidth = BandwidthCurve(
+            [(n * n * 4, got[sig].low) for n, sig in zip(BANDWIDTH_SIDES, sigs, strict=True)]
+        )
         return self._bandwidth
 
     def _figure(self, raw: float) -> float:

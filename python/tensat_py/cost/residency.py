@@ -13,9 +13,14 @@ So a CPU cost model that measures operators hot (``profile``, and ``learned``, t
 those figures) prices a program whose weights outgrow the last-level cache with the
 roofline argument (Williams, Waterman and Patterson, CACM 2009) applied to the weights
 alone: an operator with constant operands costs at least their bytes over the memory
-bandwidth, ``max(measured, weight bytes / bandwidth)``. The bandwidth is measured once per
-device on the same backend: a ``1 x N`` by ``N x N`` float32 matmul whose weight is four
-times the last-level cache (it cannot stay cached), ``N * N * 4`` bytes over its time.
+bandwidth, ``max(measured, weight bytes / bandwidth(weight bytes))``. The bandwidth is
+measured once per device on the same backend, as a function of the weight's size
+(:class:`BandwidthCurve`): chains of ``1 x n`` by ``n x n`` float32 matmuls with distinct
+weights that together hold four times the last-level cache, for ``n`` = 256, 512, 1024
+and 2048 (0.25 to 16 MiB per weight), their bytes over the chain's time. Small weights
+stream slower (here 13.6 GB/s at 0.25 MiB, 17-21 GB/s at 1 MiB, 21.7 GB/s at 16 MiB),
+which is why merging two matmuls that share an input pays on NasRNN although the bytes
+read stay the same.
 
 A program's weight bytes are those of its distinct weights: the ``weight`` leaves of a
 graph (:func:`graph_weight_bytes`) or of an exported e-graph (:func:`export_weight_bytes`);
@@ -33,6 +38,7 @@ from tensat_py import ops
 from tensat_py.graph import Graph, TensorType
 
 __all__ = [
+    "BandwidthCurve",
     "ColdWeights",
     "cold_adjust",
     "export_weight_bytes",
@@ -109,25 +115,58 @@ def streamed_bytes(ctx: ops.OpContext) -> int:
     )
 
 
+class BandwidthCurve:
+    """Memory bandwidth (bytes per second) as a function of a weight's size in bytes:
+    piecewise linear in ``log(bytes)`` through measured points, constant beyond them.
+
+    Args:
+        points: ``(weight bytes, bytes per second)`` pairs, at least one, all positive.
+
+    Raises:
+        ValueError: no points, or a point that is not positive and finite.
+
+    Example:
+        >>> curve = BandwidthCurve([(1 << 20, 10e9), (4 << 20, 20e9)])
+        >>> [round(curve(b) / 1e9) for b in (1 << 18, 1 << 20, 2 << 20, 4 << 20, 1 << 30)]
+        [10, 10, 15, 20, 20]
+    """
+
+    def __init__(self, points: Sequence[tuple[float, float]]) -> None:
+        pts = sorted((float(b), float(bw)) for b, bw in points)
+        if not pts or not all(b > 0 and bw > 0 and math.isfinite(b * bw) for b, bw in pts):
+            raise ValueError(f"BandwidthCurve: need positive, finite points, got {points!r}")
+        self.points = pts
+
+    def __call__(self, nbytes: float) -> float:
+        pts = self.points
+        if nbytes <= pts[0][0]:
+            return pts[0][1]
+        for (b0, w0), (b1, w1) in zip(pts, pts[1:], strict=False):
+            if nbytes <= b1:
+                t = math.log(nbytes / b0) / math.log(b1 / b0)
+                return w0 + t * (w1 - w0)
+        return pts[-1][1]
+
+
 def cold_adjust(
-    costs: Sequence[float], ctxs: Sequence[ops.OpContext], bandwidth: float
+    costs: Sequence[float], ctxs: Sequence[ops.OpContext], bandwidth: BandwidthCurve
 ) -> list[float]:
-    """Each priced (non-zero) figure raised to its weights' bytes over ``bandwidth``
-    (bytes per second); ``costs`` in seconds, one per context.
+    """Each priced (non-zero) figure raised to its weights' bytes over ``bandwidth`` at
+    their size; ``costs`` in seconds, one per context.
 
     Example:
         >>> from tensat_py.cost.base import make_context
         >>> mm = make_context("matmul", {"act": 0}, [(1, 512), (512, 512)], (1, 512),
         ...                   operand_constant=(False, True))
-        >>> [round(x * 1e6) for x in cold_adjust([26e-6], [mm], 1e10)]  # 1 MiB at 10 GB/s
+        >>> flat = BandwidthCurve([(1 << 20, 1e10)])  # 10 GB/s at every size
+        >>> [round(x * 1e6) for x in cold_adjust([26e-6], [mm], flat)]  # 1 MiB
         [105]
     """
-    if not (bandwidth > 0 and math.isfinite(bandwidth)):
-        return list(costs)
-    return [
-        max(x, streamed_bytes(c) / bandwidth) if x > 0 else x
-        for x, c in zip(costs, ctxs, strict=True)
-    ]
+    out = []
+    for x, c in zip(costs, ctxs, strict=True):
+        n = streamed_bytes(c) if x > 0 else 0
+        out.append(max(x, n / bandwidth(n)) if n > 0 else x)
+    return out
 
 
 class ColdWeights:
@@ -147,8 +186,8 @@ class ColdWeights:
     llc: int = DEFAULT_LLC
     _cold: bool = False
 
-    def bandwidth(self) -> float | None:
-        """Memory bandwidth in bytes per second, or ``None`` when unknown."""
+    def bandwidth(self) -> BandwidthCurve | None:
+        """Memory bandwidth by weight size, or ``None`` when unknown."""
         raise NotImplementedError
 
     def graph_cost(self, graph: Graph) -> float:
