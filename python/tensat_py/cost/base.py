@@ -39,8 +39,16 @@ __all__ = [
     "graph_contexts",
     "export_contexts",
     "opdef",
+    "operand_flags",
     "producer_label",
 ]
+
+
+def operand_flags(ctx: ops.OpContext) -> tuple[bool, ...]:
+    """Whether each operand of ``ctx`` is constant (:attr:`CostContext.operand_constant`;
+    all ``False`` for a plain :class:`~tensat_py.ops.OpContext` that does not say)."""
+    return tuple(getattr(ctx, "operand_constant", ())) or (False,) * len(ctx.inputs)
+
 
 #: Operand kinds that are operands (tensors); every other kind is a parameter.
 _OPERAND_KINDS = frozenset({"tensor", "pair"})

@@ -42,15 +42,14 @@ from typing import Any
 import numpy as np
 
 from tensat_py import ops
-from tensat_py.cost.base import CostContext, OpCostModel, opdef
+from tensat_py.cost.base import CostContext, OpCostModel, opdef, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.profile import (
-    BANDWIDTH_SIDES,
     GPU_DEVICES,
     ORT_KERNELS,
     OVERHEAD_SIGNATURE,
     OrtBackend,
-    bandwidth_signature,
+    cached_bandwidth,
     cupy_backend,
     fingerprint,
     numpy_backend,
@@ -151,7 +150,7 @@ def features(ctx: ops.OpContext) -> list[float]:
             groups = float(x.shape[1] // w.shape[1])
     row.append(groups)
     row += [_log2(out_t.numel), float(len(out_t.shape)), *_dims(out_t.shape)]
-    flags = tuple(getattr(ctx, "operand_constant", ())) or (False,) * len(ctx.inputs)
+    flags = operand_flags(ctx)
     for k in range(OPERANDS):
         if k < len(ctx.inputs) and isinstance(ctx.inputs[k], TensorType):
             t = ctx.inputs[k]
@@ -492,13 +491,6 @@ class LearnedCostModel(ColdWeights, OpCostModel):
             rho = report.spearman
         got = database.get(fp, [OVERHEAD_SIGNATURE]).get(OVERHEAD_SIGNATURE)
         overhead = (got.low, got.spread) if got is not None else (0.0, 0.0)
-        sigs = [bandwidth_signature(n) for n in BANDWIDTH_SIDES]
-        got_bw = database.get(fp, sigs)
-        bw = None
-        if all(s in got_bw for s in sigs):
-            bw = BandwidthCurve(
-                [(n * n * 4, got_bw[s].low) for n, s in zip(BANDWIDTH_SIDES, sigs, strict=True)]
-            )
         return cls(
             predictor,
             device.lower(),
@@ -506,7 +498,7 @@ class LearnedCostModel(ColdWeights, OpCostModel):
             overhead,
             rho,
             fusion=device.lower() == "cpu",
-            bandwidth=bw,
+            bandwidth=cached_bandwidth(database, fp),
         )
 
     def bandwidth(self) -> BandwidthCurve | None:

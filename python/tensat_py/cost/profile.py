@@ -56,7 +56,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tensat_py import ops
-from tensat_py.cost.base import OpCostModel, opdef
+from tensat_py.cost.base import OpCostModel, opdef, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.residency import BandwidthCurve, ColdWeights, last_level_cache_bytes
 from tensat_py.graph import Graph, TensorType
@@ -95,6 +95,18 @@ BANDWIDTH_SIDES = (256, 512, 1024, 2048)
 def bandwidth_signature(n: int) -> str:
     """The cache signature of the bandwidth calibration at ``n x n`` float32 weights."""
     return f'{BANDWIDTH_SIGNATURE},"n":{int(n)}}}'
+
+
+def cached_bandwidth(db: ProfileDatabase, fp: str) -> BandwidthCurve | None:
+    """The bandwidth curve the cache holds for device ``fp`` (one point per
+    :data:`BANDWIDTH_SIDES` entry), or ``None`` while any point is missing."""
+    sigs = [bandwidth_signature(n) for n in BANDWIDTH_SIDES]
+    got = db.get(fp, sigs)
+    if not all(s in got for s in sigs):
+        return None
+    return BandwidthCurve(
+        [(n * n * 4, got[s].low) for n, s in zip(BANDWIDTH_SIDES, sigs, strict=True)]
+    )
 
 
 #: Bump when the measuring protocol changes (part of every fingerprint).
@@ -212,7 +224,7 @@ def signature(ctx: ops.OpContext) -> str:
     """The canonical JSON of one operator application: operator, parameters (sorted),
     operand types with their constant flags, output type. Equal signatures are measured
     once."""
-    oc = getattr(ctx, "operand_constant", ()) or (False,) * len(ctx.inputs)
+    oc = operand_flags(ctx)
     doc = {
         "op": ctx.op,
         "params": {k: _canon(ctx.params[k]) for k in sorted(ctx.params)},
@@ -267,10 +279,6 @@ class Backend(Protocol):
         ...
 
 
-def _operand_flags(ctx: ops.OpContext) -> tuple[bool, ...]:
-    return tuple(getattr(ctx, "operand_constant", ())) or (False,) * len(ctx.inputs)
-
-
 def _positive(rng: np.random.Generator, t: TensorType) -> np.ndarray:
     """Values for timing: floats in [0.5, 1.5] (valid for log, sqrt, division, batch-norm
     variances; no denormals), integers in {0, 1}, booleans at random."""
@@ -296,7 +304,7 @@ def one_op_graph(ctx: ops.OpContext) -> Graph:
     """
     g = Graph()
     ids = []
-    for k, (t, const) in enumerate(zip(ctx.inputs, _operand_flags(ctx), strict=True)):
+    for k, (t, const) in enumerate(zip(ctx.inputs, operand_flags(ctx), strict=True)):
         if not isinstance(t, TensorType):
             raise ValueError(f"profile: operator `{ctx.op}` reads a pair; cannot run it alone")
         add = g.add_weight if const else g.add_input
@@ -818,19 +826,21 @@ class ProfileCostModel(ColdWeights, OpCostModel):
         stream = getattr(self.backend, "weight_stream", None)
         if stream is None:
             return None
-        sigs = [bandwidth_signature(n) for n in BANDWIDTH_SIDES]
-        got = self.db.get(self.fingerprint, sigs)
-        for n, sig in zip(BANDWIDTH_SIDES, sigs, strict=True):
-            if sig not in got:
-                count = -(-4 * self.llc // (n * n * 4))
-                m = stream(n, count)
-                bw = count * n * n * 4 / m.low
-                self.db.put(self.fingerprint, [Record(sig, "__bandwidth__", bw, 0.0, m.reps, bw)])
-        got = self.db.get(self.fingerprint, sigs)
-        self._bandwidth = BandwidthCurve(
-            [(n * n * 4, got[sig].low) for n, sig in zip(BANDWIDTH_SIDES, sigs, strict=True)]
-        )
-        return self._bandwidth
+        curve = cached_bandwidth(self.db, self.fingerprint)
+        if curve is None:
+            have = self.db.get(self.fingerprint, [bandwidth_signature(n) for n in BANDWIDTH_SIDES])
+            for n in BANDWIDTH_SIDES:
+                sig = bandwidth_signature(n)
+                if sig not in have:
+                    count = -(-4 * self.llc // (n * n * 4))
+                    m = stream(n, count)
+                    bw = count * n * n * 4 / m.low
+                    self.db.put(
+                        self.fingerprint, [Record(sig, "__bandwidth__", bw, 0.0, m.reps, bw)]
+                    )
+            curve = cached_bandwidth(self.db, self.fingerprint)
+        self._bandwidth = curve
+        return curve
 
     def _figure(self, raw: float) -> float:
         call, per_node = self.overhead()

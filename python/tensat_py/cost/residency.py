@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensat_py import ops
+from tensat_py.cost.base import operand_flags
 from tensat_py.graph import Graph, TensorType
 
 __all__ = [
@@ -109,9 +110,10 @@ def export_weight_bytes(export: Mapping[str, Any]) -> int:
 
 def streamed_bytes(ctx: ops.OpContext) -> int:
     """Bytes of ``ctx``'s constant operands (the weights it reads)."""
-    flags = tuple(getattr(ctx, "operand_constant", ())) or (False,) * len(ctx.inputs)
     return sum(
-        t.nbytes for t, c in zip(ctx.inputs, flags, strict=True) if c and isinstance(t, TensorType)
+        t.nbytes
+        for t, c in zip(ctx.inputs, operand_flags(ctx), strict=True)
+        if c and isinstance(t, TensorType)
     )
 
 

@@ -6,8 +6,8 @@ on those figures) cannot see what onnxruntime's graph optimisations do across op
 they fuse a scale into a MatMul (``FusedMatMul``), an activation or a sum into a
 convolution, recognise GELU and LayerNorm patterns, and keep convolutions in a blocked
 layout that a ``Split`` interrupts. A rewrite can therefore look cheaper per operator and
-run slower whole (``bench/cost_validation.md``: real models predicted up to 13 % faster,
-measured up to 17 % slower). So, as autotuners confirm candidates by running them (TVM,
+run slower whole (``bench/cost_validation.md``: two OCR models predicted 2-4 % faster,
+measured about 18 % slower). So, as autotuners confirm candidates by running them (TVM,
 Chen et al., OSDI 2018), :func:`measured_speedup` runs both programs on onnxruntime (CPU,
 ``ORT_ENABLE_ALL``, spinning off) on the same inputs and weights, in rotating rounds
 (:func:`tensat_py.runtime.timing.rotating`), and returns the median of the per-round
@@ -16,6 +16,7 @@ ratios.
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 
@@ -85,11 +86,10 @@ def measured_speedup(
     per_round = max(warm[0][0] + warm[1][0], 1e-6)
     rounds = max(min_rounds, min(max_rounds, int(budget / per_round)))
     times = timing.rotating(calls, rounds=rounds, warmup=0)
-    med = [sorted(t)[len(t) // 2] * 1e3 for t in times]
     return Confirmation(
         speedup=timing.paired_ratio(times[1], times[0]),
         rounds=rounds,
-        input_ms=med[0],
-        candidate_ms=med[1],
+        input_ms=statistics.median(times[0]) * 1e3,
+        candidate_ms=statistics.median(times[1]) * 1e3,
         seconds=time.perf_counter() - t0,
     )
