@@ -26,6 +26,7 @@ Needs the ``learn`` extra (LightGBM, Gymnasium) and ../shared/data/rlo for the v
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -216,8 +217,18 @@ def _strip(r: dict) -> dict:
 
 
 def _value_data(
-    rules: Any, traces: int, seed: int = 0, trace_depth: int = 4, trace_cap: int = 300
+    rules: Any,
+    traces: int,
+    seed: int = 0,
+    trace_depth: int = 4,
+    trace_cap: int = 300,
+    blas_traces: bool = False,
+    reuse: bool = False,
 ) -> dict:
+    """value_dataset's points (features, targets, split by expression) and search traces
+    of training expressions (and, with ``blas_traces``, of the training split of
+    blas_train.kso); with ``reuse`` the traces an earlier run stored in the guidance cache
+    for the same settings are read back."""
     from tensat_py.policies import astar as A
 
     data = A.load_value_dataset(RLO / "value_dataset.json")
@@ -235,12 +246,29 @@ def _value_data(
     tx, ty = [], []
     exprs = sorted({e for _, e, _ in train})
     random.Random(seed).shuffle(exprs)
-    for e in exprs[:traces]:
-        for s, t, v in A.trace_targets(
-            terms[e], rules, A.rlo_cost, depth=trace_depth, cap=trace_cap
-        ):
-            tx.append(A.term_features(s, t, A.rlo_cost(s)))
-            ty.append(v)
+    starts = [terms[e] for e in exprs[:traces]]
+    # The vector language (build, index, size, lam) is not in value_dataset: the blas
+    # functions of the training split are traced too (the others stay held out).
+    blas_train = (
+        [name for name, _ in _blas_cases() if _blas_split(name) == "train"] if blas_traces else []
+    )
+    starts += [t for name, t in _blas_cases() if name in blas_train]
+    key = json.dumps([TRACE_VERSION, traces, seed, trace_depth, trace_cap, blas_train])
+    digest = hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+    stored = Path(os.environ.get("TENSAT_GUIDANCE_CACHE", "/tmp/tensat-guidance-cache"))
+    stored = stored / f"traces-{digest}.npz"
+    if reuse and stored.is_file():
+        got = np.load(stored)
+        tx, ty = list(got["x"]), list(got["y"])
+    else:
+        for start in starts:
+            for s, t, v in A.trace_targets(
+                start, rules, A.rlo_cost, depth=trace_depth, cap=trace_cap
+            ):
+                tx.append(A.term_features(s, t, A.rlo_cost(s)))
+                ty.append(v)
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(stored, x=np.asarray(tx), y=np.asarray(ty))
     return {
         "terms": terms,
         "cost": cost,
@@ -251,6 +279,7 @@ def _value_data(
         "tx": np.stack(tx) if tx else np.zeros((0, xtr.shape[1])),
         "ty": np.asarray(ty),
         "test_exprs": sorted({e for _, e, _ in test}),
+        "blas_train": blas_train,
     }
 
 
@@ -258,7 +287,14 @@ def part_value(results: dict, rules: Any, args: Any) -> Any:
     from tensat_py.policies import astar as A
 
     t = time.perf_counter()
-    d = _value_data(rules, args.traces, trace_depth=args.trace_depth, trace_cap=args.trace_cap)
+    d = _value_data(
+        rules,
+        args.traces,
+        trace_depth=args.trace_depth,
+        trace_cap=args.trace_cap,
+        blas_traces=args.blas_traces,
+        reuse=args.reuse,
+    )
     prep = time.perf_counter() - t
     out: dict[str, Any] = {
         "trace_exprs": args.traces,
@@ -270,6 +306,7 @@ def part_value(results: dict, rules: Any, args: Any) -> Any:
         "train_points": len(d["ytr"]),
         "test_points": len(d["yte"]),
         "trace_points": len(d["ty"]),
+        "blas_traced": d["blas_train"],
         "prep_s": prep,
     }
 
@@ -281,16 +318,18 @@ def part_value(results: dict, rules: Any, args: Any) -> Any:
 
     out["zero"] = err(np.zeros_like(d["yte"]))
     out["mean"] = err(np.full_like(d["yte"], d["ytr"].mean()))
-    b_ds = A.fit_value(d["xtr"], d["ytr"], rounds=args.rounds, leaves=args.leaves)
-    out["dataset_only"] = err(np.clip(b_ds.predict(d["xte"]), 0, None))
+    rel = args.relative
+    b_ds = A.fit_value(d["xtr"], d["ytr"], rounds=args.rounds, leaves=args.leaves, relative=rel)
+    out["dataset_only"] = err(A.LearnedValue(b_ds, rel).predict_features(d["xte"]))
     x = np.concatenate([d["xtr"], d["tx"]])
     y = np.concatenate([d["ytr"], d["ty"]])
     # --balance: the data set and the traces weigh the same in all; else one point, one weight.
     scale = max(len(d["ty"]), 1) / len(d["ytr"]) if args.balance else 1.0
     w = np.concatenate([np.full(len(d["ytr"]), scale), np.ones(len(d["ty"]))])
-    booster = A.fit_value(x, y, weight=w, rounds=args.rounds, leaves=args.leaves)
-    out["dataset_and_traces"] = err(np.clip(booster.predict(d["xte"]), 0, None))
-    A.LearnedValue(booster).save()
+    booster = A.fit_value(x, y, weight=w, rounds=args.rounds, leaves=args.leaves, relative=rel)
+    out["dataset_and_traces"] = err(A.LearnedValue(booster, rel).predict_features(d["xte"]))
+    out["relative"] = rel
+    A.LearnedValue(booster, rel).save()
     results["value"] = out
     print("value:", json.dumps(out), flush=True)
     return booster, d
@@ -301,7 +340,7 @@ def part_astar(
 ) -> None:
     from tensat_py.policies import astar as A
 
-    learned, zero = A.LearnedValue(booster), A.ZeroValue()
+    learned, zero = A.LearnedValue.load(), A.ZeroValue()  # as part_value saved it
     exprs = sorted(d["test_exprs"], key=lambda e: (-d["cost"][e], e))[:n]
     cases: list[tuple[str, Any]] = [(e, d["terms"][e]) for e in exprs]
     cases += _blas_cases()
@@ -333,6 +372,20 @@ def part_astar(
         )
         print("astar:", json.dumps(rows[-1]), flush=True)
     results["astar"] = {"rows": rows, "budget": budget, "depth": depth}
+
+
+#: Bump when what a trace holds changes (the moves of ``astar.successors``: inline_let).
+TRACE_VERSION = 2
+
+#: Share of blas_train.kso's functions held out of the value function's traces.
+BLAS_TEST_FRACTION = 0.5
+
+
+def _blas_split(name: str) -> str:
+    """``"train"`` (traced for the value function) or ``"test"`` (held out), by a hash."""
+    from tensat_py.policies.astar import split_of
+
+    return split_of(name, BLAS_TEST_FRACTION)
 
 
 def _blas_cases() -> list[tuple[str, Any]]:
@@ -453,6 +506,13 @@ def write_md(results: dict, command: str) -> None:
             if v.get("balance")
             else "and traces at one weight per point"
         )
+        traced_blas = [n.removeprefix("blas:") for n in v.get("blas_traced", [])]
+        blas_part = (
+            f" and {len(traced_blas)} blas_train.kso functions ({', '.join(traced_blas)}; "
+            "the others held out)"
+            if traced_blas
+            else ""
+        )
         lines += [
             "## Value function: held-out error",
             "",
@@ -460,10 +520,12 @@ def write_md(results: dict, command: str) -> None:
             f"RLO's value_dataset.json ({v['train_points']} training / {v['test_points']} "
             "held-out points, expressions split 80/20 by a hash of their text) plus "
             f"{v['trace_points']} search-trace points ({v.get('trace_exprs')} training "
-            f"expressions, neighbourhoods of at most {v.get('trace_cap')} terms within "
+            f"expressions{blas_part}, neighbourhoods of at most "
+            f"{v.get('trace_cap')} terms within "
             f"{v.get('trace_depth')} rewrites). LightGBM, {v.get('rounds')} rounds of "
             f"{v.get('leaves')} leaves, data set {weighing}. "
-            "Target: best cost reduction within t rewrites (RLO cost units).",
+            "Target: best cost reduction within t rewrites (RLO cost units)"
+            + ("; fitted as its share of the term's cost." if v.get("relative") else "."),
             "",
             "| predictor | MAE | RMSE |",
             "|---|---|---|",
@@ -479,12 +541,14 @@ def write_md(results: dict, command: str) -> None:
     a = results.get("astar")
     if a:
         rows = a["rows"]
+        traced = set((v or {}).get("blas_traced", []))
         lines += [
             "## A* over rewrite sequences against equality saturation",
             "",
             *origin(a),
             f"Budget {a['budget']} value-function evaluations, at most {a['depth']} "
-            "rewrites; rules knossos_simplify + knossos_binding; RLO cost. `best` is the "
+            "rewrites; rules knossos_simplify + knossos_binding and RLO's inline_let "
+            "(`tensat_py.policies.binding`); RLO cost. `best` is the "
             "least cost any of the three found; `evals` = evaluations spent when that "
             "search first reached its own best cost.",
             "",
@@ -493,7 +557,8 @@ def write_md(results: dict, command: str) -> None:
         ]
         for r in rows:
             lines.append(
-                f"| `{r['case'][:60]}` | {r['start']:.1f} | {r['eqsat']:.1f} | "
+                f"| `{r['case'][:60]}`{' (traced)' if r['case'] in traced else ''} | "
+                f"{r['start']:.1f} | {r['eqsat']:.1f} | "
                 f"{r['learned_cost']:.1f} ({r['learned_evals_to_best']}) | "
                 f"{r['untrained_cost']:.1f} ({r['untrained_evals_to_best']}) | "
                 f"{r['best']:.1f} |"
@@ -501,7 +566,14 @@ def write_md(results: dict, command: str) -> None:
         lines.append("")
         groups = (
             ("held-out RLO expressions", [r for r in rows if not r["case"].startswith("blas:")]),
-            ("blas_train.kso functions", [r for r in rows if r["case"].startswith("blas:")]),
+            (
+                "blas_train.kso functions, held out",
+                [r for r in rows if r["case"].startswith("blas:") and r["case"] not in traced],
+            ),
+            (
+                "blas_train.kso functions, traced for the value function",
+                [r for r in rows if r["case"] in traced],
+            ),
         )
         for label, grp in groups:
             if not grp:
@@ -547,6 +619,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument(
         "--balance", action="store_true", help="weigh value_dataset as much as the traces"
+    )
+    ap.add_argument(
+        "--blas-traces",
+        action="store_true",
+        help="also trace the training half of blas_train.kso (held-out error and A* got "
+        "worse with them; see docs/guidance.md)",
+    )
+    ap.add_argument(
+        "--relative",
+        action="store_true",
+        help="fit the reduction's share of the term's cost, not the reduction itself",
     )
     ap.add_argument("--astar-cases", type=int, default=24)
     ap.add_argument("--budget", type=int, default=2000)

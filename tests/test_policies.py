@@ -397,3 +397,66 @@ def test_mirror_key_is_shared_by_a_match_and_its_mirror_image_only() -> None:
     assert a == mirror_key(3, [7, 5], [("?a", 1), ("?b", 3), ("?c", 2)])
     assert a != mirror_key(4, [7, 5], [("?a", 1), ("?b", 3), ("?c", 2)])
     assert a != mirror_key(3, [5, 8], [("?a", 1), ("?b", 2), ("?c", 3)])
+
+
+def _ks_term(body: str, params: str = "(x : Float)", ret: str = "Float") -> A.Term:
+    from tensat_py.frontends.knossos.lower import lower, signatures
+    from tensat_py.frontends.knossos.syntax import parse_text
+
+    prog = parse_text(f"(def f {ret} ({params}) {body})")
+    nodes, _ = lower(prog.defs[0], signatures(prog))
+    return A.as_term(nodes)
+
+
+def test_inline_let_replaces_one_occurrence_and_keeps_the_let() -> None:
+    from tensat_py.policies.binding import inline_let_moves
+
+    term = _ks_term("(let (n (mul x x)) (add n n))")
+    got = sorted(A.term_text(t) for _, t in inline_let_moves(term))
+    mxx = "(mul (var x Float) (var x Float))"
+    assert got == [
+        f"(let n {mxx} (add {mxx} (var n Float)))",
+        f"(let n {mxx} (add (var n Float) {mxx}))",
+    ]
+    # the positions are the occurrences' pre-order indices
+    assert sorted(p for p, _ in inline_let_moves(term)) == [10, 13]
+
+
+def test_inline_let_is_not_offered_where_a_binder_captures_or_shadows() -> None:
+    from tensat_py.policies.binding import inline_let_moves
+
+    # `x` is free in y's value and rebound before y's use: inlining y would capture it.
+    captured = _ks_term("(let (y (mul x x)) (let (x 2.0) (add y x)))")
+    texts = [A.term_text(t) for _, t in inline_let_moves(captured)]
+    assert texts == [
+        "(let y (mul (var x Float) (var x Float)) (let x (scalar 2.0 float64) "
+        "(add (var y Float) (scalar 2.0 float64))))"
+    ]
+    # the inner `y` shadows the outer one: only the inner value is inlined.
+    shadowed = _ks_term("(let (y (mul x x)) (let (y 2.0) (add y x)))")
+    texts = [A.term_text(t) for _, t in inline_let_moves(shadowed)]
+    assert texts == [
+        "(let y (mul (var x Float) (var x Float)) (let y (scalar 2.0 float64) "
+        "(add (scalar 2.0 float64) (var x Float))))"
+    ]
+
+
+def test_astar_reaches_saturations_cost_on_a_vector_let_with_inline_let() -> None:
+    # blas_train.kso's shape: a `let` of a size read by a build; RLO inlines it in one move
+    # (inline_let) and deletes the let; pushing the let down by rules climbs over terms
+    # that pay the let once per element.
+    term = _ks_term(
+        "(let (m (size v)) (let (n (size (index 0 v))) "
+        "(build m (lam (i : Integer) (build n (lam (j : Integer) "
+        "(mul a (index j (index i v)))))))))",
+        params="(a : Float) (v : Vec (Vec Float))",
+        ret="(Vec (Vec Float))",
+    )
+    rules = load_rules(KS_RULES)
+    eq = A.eqsat_cost(term, rules)
+    assert eq < A.rlo_cost(term)
+    res = A.astar(term, rules, A.rlo_cost, A.ZeroValue(), depth=10, budget=300)
+    assert res.best_cost == pytest.approx(eq)
+    without = [(r, p, s) for r, p, s in A.successors(term, rules, inline_let=False)]
+    assert all(r >= 0 for r, _, _ in without)
+    assert len(A.successors(term, rules)) > len(without)

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tensat_py.cli_shapes import input_shape_option, input_shapes
+from tensat_py.cost.profile import is_calibration
 
 __all__ = ["profile"]
 
@@ -153,6 +154,7 @@ def _profile_model(
 
             model.progress = step
             model.costs(todo)
+    model.costs(ctxs)  # all cached now; this measures the NCHWc reorders they need (layout)
     if model.cold_weights:
         model.bandwidth()  # calibrated once per device (cold weights; learned reads it too)
     # Price the graph itself (fusion read from its producers): the cached figures.
@@ -186,7 +188,7 @@ def _stats(db) -> None:
         table.add_column(col, justify="right" if col[0] in "ms" else "left")
     total = 0
     for row in db.stats():
-        if row["op"] in ("__overhead__", "__bandwidth__"):  # calibrations
+        if is_calibration(row["op"]):  # call overhead, bandwidth, NCHWc reorders
             continue
         info = devices.get(row["fingerprint"], {})
         table.add_row(

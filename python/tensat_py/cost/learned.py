@@ -25,8 +25,12 @@ predicts the time of operator shapes never measured:
   ``tensat profile --train`` and stored with the model.
 
 Priced like ``profile``: the predicted one-operator figure less the calibrated call
-overhead, the per-node cost for what onnxruntime fuses, 0 for constant nodes and operators
-that launch no kernel (on CPU: no onnxruntime kernel). A stored model made with another
+overhead, the per-node cost for what onnxruntime fuses, the NCHWc reorders around a split
+of a convolution (:mod:`tensat_py.cost.layout`, at the cached reorders' seconds per
+byte), 0 for constant nodes and operators that launch no kernel (on CPU: no onnxruntime
+kernel). A signature the profile cache holds is priced with its measured figure (as
+``profile`` prices it); the trees predict only what was never measured
+(``for_device(..., measured=False)``: the trees alone). A stored model made with another
 version of the features (:data:`FEATURES`) is retrained on first use. Needs LightGBM
 (``pip install 'tensat-py[learn]'``).
 """
@@ -42,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from tensat_py import ops
+from tensat_py.cost import layout
 from tensat_py.cost.base import CostContext, OpCostModel, opdef, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.profile import (
@@ -52,10 +57,12 @@ from tensat_py.cost.profile import (
     cached_bandwidth,
     cupy_backend,
     fingerprint,
+    is_calibration,
     numpy_backend,
     ort_adjust,
     ort_kernels,
     ort_priced,
+    signature,
 )
 from tensat_py.cost.residency import BandwidthCurve, ColdWeights, last_level_cache_bytes
 from tensat_py.graph import TensorType
@@ -280,7 +287,7 @@ class TrainReport:
 def _dataset(records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     xs, ys, opnames = [], [], []
     for r in records:
-        if r.signature == OVERHEAD_SIGNATURE or r.op == "__bandwidth__" or r.low <= 0:
+        if r.signature == OVERHEAD_SIGNATURE or is_calibration(r.op) or r.low <= 0:
             continue
         ctx = context_of(r.signature)
         try:
@@ -429,6 +436,11 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         fusion: the onnxruntime (CPU) pricing rules: what it fuses costs the per-node
             cost, and the views it runs as kernels (``profile.ORT_KERNELS``) are priced.
         bandwidth: memory bandwidth by weight size for cold weights (CPU), or ``None``.
+        nchwc: onnxruntime's NCHWc block size and the reorder prices from the profile
+            cache (:mod:`tensat_py.cost.layout`), or ``None`` (none cached: not priced).
+        measured: the profile cache whose figures price the signatures it holds (as
+            ``profile`` would: lower quartile less the call overhead), or ``None`` to
+            predict every operator (the trees alone, as validated by the held-out check).
     """
 
     name = "learned"
@@ -443,8 +455,13 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         spearman: float | None = None,
         fusion: bool = True,
         bandwidth: BandwidthCurve | None = None,
+        nchwc: tuple[int, layout.ReorderRates] | None = None,
+        measured: ProfileDatabase | None = None,
     ) -> None:
         self.predictor = predictor
+        self.nchwc = nchwc
+        self.measured = measured
+        self._figures: dict[str, float | None] = {}
         self._bandwidth = bandwidth
         self.cold_weights = device.lower() == "cpu"
         self.llc = last_level_cache_bytes()
@@ -460,10 +477,11 @@ class LearnedCostModel(ColdWeights, OpCostModel):
 
     @classmethod
     def for_device(
-        cls, device: str = "cpu", db: ProfileDatabase | str | None = None
+        cls, device: str = "cpu", db: ProfileDatabase | str | None = None, measured: bool = True
     ) -> LearnedCostModel:
         """The stored model for ``device``'s fingerprint, trained from the profile cache
-        on first use.
+        on first use; with ``measured`` (default) the cache's own figure prices a
+        signature it holds (the trees predict the rest).
 
         Raises:
             ValueError: LightGBM missing, or no stored model and too few measurements (one
@@ -491,6 +509,8 @@ class LearnedCostModel(ColdWeights, OpCostModel):
             rho = report.spearman
         got = database.get(fp, [OVERHEAD_SIGNATURE]).get(OVERHEAD_SIGNATURE)
         overhead = (got.low, got.spread) if got is not None else (0.0, 0.0)
+        block = database.get(fp, [layout.BLOCK_SIGNATURE]).get(layout.BLOCK_SIGNATURE)
+        rates = layout.ReorderRates.from_records(database.records(fp), *overhead)
         return cls(
             predictor,
             device.lower(),
@@ -499,6 +519,8 @@ class LearnedCostModel(ColdWeights, OpCostModel):
             rho,
             fusion=device.lower() == "cpu",
             bandwidth=cached_bandwidth(database, fp),
+            nchwc=(int(block.low), rates) if block is not None and rates.rate else None,
+            measured=database if measured else None,
         )
 
     def bandwidth(self) -> BandwidthCurve | None:
@@ -518,9 +540,16 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         given = ctxs
         if self.fusion:  # one onnxruntime kernel, one figure (profile.ort_kernel_of)
             ctxs, fused = ort_kernels(ctxs)
+        priced = []
         for k, c in enumerate(ctxs):
             d = opdef(c.op, "learned")
-            if not (ort_priced(c) if self.fusion else not c.constant and d.launches_kernel):
+            if ort_priced(c) if self.fusion else not c.constant and d.launches_kernel:
+                priced.append(k)
+        known = self._cached(ctxs, priced)
+        for k in priced:
+            c = ctxs[k]
+            if known[k] is not None:
+                out[k] = known[k]
                 continue
             row = features(c)
             key = tuple(row)
@@ -538,7 +567,27 @@ class LearnedCostModel(ColdWeights, OpCostModel):
                 out[k] = self._memo[key]
         if self.fusion:
             out = ort_adjust(out, given, fused, self.overhead[1])
+            if self.nchwc is not None:
+                block, rates = self.nchwc
+                out = layout.adjust(out, given, block, rates.price)
         return self.cold_weights_adjust(out, given)
+
+    def _cached(
+        self, ctxs: Sequence[ops.OpContext], which: Sequence[int]
+    ) -> dict[int, float | None]:
+        """For each index of ``which``, the figure the profile cache holds for that
+        context's signature (``None``: not measured, or no cache given)."""
+        if self.measured is None:
+            return dict.fromkeys(which)
+        sigs = {k: signature(ctxs[k]) for k in which}
+        new = {v for v in sigs.values() if v not in self._figures}
+        if new:
+            got = self.measured.get(self.fingerprint, new)
+            call, per_node = self.overhead
+            for sig in new:
+                r = got.get(sig)
+                self._figures[sig] = None if r is None else max(r.low - call, per_node)
+        return {k: self._figures[v] for k, v in sigs.items()}
 
     def cost(self, ctx: ops.OpContext) -> float:
         """Predicted seconds for one operator application."""

@@ -32,6 +32,10 @@ onnxruntime backend therefore prices a node that onnxruntime fuses (:func:`ort_f
 read from the producers of its operands, :attr:`~tensat_py.cost.base.CostContext.producers`)
 at the calibrated per-node cost instead of its one-operator time.
 
+NCHWc layout (onnxruntime): a ``split`` of a convolution's output leaves onnxruntime's
+blocked layout and its parts are reordered back; :mod:`tensat_py.cost.layout` prices
+those reorders (measured alone, cached) on top of the split's own figure.
+
 Each measurement: ``warmup`` untimed runs, then repetitions until about ``target_seconds``
 have been spent (between ``min_reps`` and ``max_reps``); the median, the spread
 (inter-quartile range) and the lower quartile are stored. The cost is the lower quartile:
@@ -56,6 +60,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tensat_py import ops
+from tensat_py.cost import layout
 from tensat_py.cost.base import OpCostModel, opdef, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.residency import BandwidthCurve, ColdWeights, last_level_cache_bytes
@@ -107,6 +112,12 @@ def cached_bandwidth(db: ProfileDatabase, fp: str) -> BandwidthCurve | None:
     return BandwidthCurve(
         [(n * n * 4, got[s].low) for n, s in zip(BANDWIDTH_SIDES, sigs, strict=True)]
     )
+
+
+def is_calibration(op: str) -> bool:
+    """Whether a cache record of operator name ``op`` is a calibration (call overhead,
+    bandwidth, NCHWc block and reorders: ``__name__``), not an operator's figure."""
+    return op.startswith("__") and op.endswith("__")
 
 
 #: Bump when the measuring protocol changes (part of every fingerprint).
@@ -471,6 +482,15 @@ class OrtBackend:
         per_node = max((t16 - t1) / 15, 0.0)
         return max(t1 - per_node, 0.0), per_node
 
+    def nchwc_block(self) -> int:
+        """onnxruntime's NCHWc block size here (0: none), :func:`layout.nchwc_block`."""
+        return layout.nchwc_block(self.threads)
+
+    def reorder(self, kind: str, shape: Sequence[int]) -> Measurement:
+        """Times one NCHWc ``Reorder{Input,Output}`` (``kind`` ``"input"``/``"output"``)
+        of float32 ``shape`` alone (:func:`layout.measure_reorder`)."""
+        return layout.measure_reorder(kind, shape, self._session, self._bound_call, self.timing)
+
     def weight_stream(self, n: int, count: int) -> Measurement:
         """Times a chain of ``count`` matmuls ``[1, n] x [n, n]`` with distinct constant
         float32 weights (initializers), for :meth:`ProfileCostModel.bandwidth`."""
@@ -558,6 +578,15 @@ class ArrayBackend:
                 f"profile: operator `{ctx.op}` cannot run on {self.name}: {type(e).__name__}: {e}"
             ) from None
         return time_callable(lambda: d.evaluate(run_ctx, args), timer=self.timer, **self.timing)
+
+    def nchwc_block(self) -> int:
+        """onnxruntime's NCHWc block size here (0: none), :func:`layout.nchwc_block`."""
+        return layout.nchwc_block(self.threads)
+
+    def reorder(self, kind: str, shape: Sequence[int]) -> Measurement:
+        """Times one NCHWc ``Reorder{Input,Output}`` (``kind`` ``"input"``/``"output"``)
+        of float32 ``shape`` alone (:func:`layout.measure_reorder`)."""
+        return layout.measure_reorder(kind, shape, self._session, self._bound_call, self.timing)
 
     def weight_stream(self, n: int, count: int) -> Measurement:
         """Times a chain of ``count`` matmuls ``[1, n] x [n, n]`` with distinct float32
@@ -784,6 +813,7 @@ class ProfileCostModel(ColdWeights, OpCostModel):
         self._memo: dict[str, float] = {}
         self._overhead: tuple[float, float] | None = None
         self._bandwidth: BandwidthCurve | None = None
+        self._block: int | None = None
         self.cold_weights = dev == "cpu"
         self.llc = last_level_cache_bytes()
         self.measured = 0  # new measurements made by this object
@@ -887,7 +917,47 @@ class ProfileCostModel(ColdWeights, OpCostModel):
         out = [0.0 if s is None else self._memo[s] for s in sigs]
         if self.fusion:
             out = ort_adjust(out, given, fused, self.overhead()[1])
+            out = self._layout_adjust(out, given)
         return self.cold_weights_adjust(out, given)
+
+    def nchwc(self) -> int:
+        """onnxruntime's NCHWc block size on this device (0: none; :mod:`.layout`), probed
+        once per device and cached; 0 for backends other than onnxruntime."""
+        if self._block is not None:
+            return self._block
+        probe = getattr(self.backend, "nchwc_block", None)
+        if probe is None:
+            self._block = 0
+            return 0
+        got = self.db.get(self.fingerprint, [layout.BLOCK_SIGNATURE])
+        if layout.BLOCK_SIGNATURE not in got:
+            block = float(probe())
+            rec = Record(layout.BLOCK_SIGNATURE, "__nchwc_block__", block, 0.0, 0, block)
+            self.db.put(self.fingerprint, [rec])
+            got = self.db.get(self.fingerprint, [layout.BLOCK_SIGNATURE])
+        self._block = int(got[layout.BLOCK_SIGNATURE].low)
+        return self._block
+
+    def _layout_adjust(self, costs: list[float], ctxs: Sequence[ops.OpContext]) -> list[float]:
+        """Adds the NCHWc reorders onnxruntime puts around each of ``ctxs``
+        (:func:`layout.reorders`), each measured once and cached. The block size is probed
+        only once a split that may need reorders is priced."""
+        if not any(layout.reorders(c, 1) for c in ctxs):
+            return costs
+        return layout.adjust(costs, ctxs, self.nchwc(), self._reorder)
+
+    def _reorder(self, kind: str, shape: tuple[int, ...]) -> float:
+        sig = layout.reorder_signature(kind, shape)
+        if sig not in self._memo:
+            got = self.db.get(self.fingerprint, [sig])
+            if sig not in got:
+                m = self.backend.reorder(kind, shape)  # type: ignore[attr-defined]
+                op = f"__reorder_{kind}__"
+                self.db.put(self.fingerprint, [Record(sig, op, m.median, m.spread, m.reps, m.low)])
+                got = self.db.get(self.fingerprint, [sig])
+                self.measured += 1
+            self._memo[sig] = self._figure(got[sig].low)
+        return self._memo[sig]
 
     def cost(self, ctx: ops.OpContext) -> float:
         """Measured seconds for one operator application (see :meth:`costs`)."""

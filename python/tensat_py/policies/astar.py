@@ -7,7 +7,9 @@ best cost reduction reachable from ``e`` within ``t`` more rewrites. Here:
 
 * **moves**: :func:`successors` lists every single rewrite of a term by the single-pattern
   rules of a rule file (``_core.rewrites``, ``rust/src/term.rs``): RLO's actions
-  ``(node index, rule)``, with the rule DSL's conditions and type rules;
+  ``(node index, rule)``, with the rule DSL's conditions and type rules; and RLO's
+  ``inline_let`` (one occurrence of a ``let``-bound variable replaced by its value,
+  :mod:`tensat_py.policies.binding`), which a rule file states only as several rewrites;
 * **cost**: any function of a flat term; for Knossos terms RLO's cost model
   (``_core.rlo_cost``: add/sub 1, mul/div 2, exp/log 4, let 0.1, unitless);
 * **A\\***: :func:`astar` expands the open term of least ``cost(e) - V(e, T - depth)``,
@@ -86,11 +88,20 @@ def term_text(t: Term, i: int | None = None) -> str:
     return go(len(t) - 1 if i is None else i)
 
 
-def successors(term: Term, ruleset: Any) -> list[tuple[int, int, Term]]:
-    """Every single rewrite of ``term``: ``(rule index, pre-order position, new term)``."""
-    from tensat_py import _core
+def successors(term: Term, ruleset: Any, inline_let: bool = True) -> list[tuple[int, int, Term]]:
+    """Every single rewrite of ``term``: ``(rule index, pre-order position, new term)``.
 
-    return [(r, p, as_term(n)) for r, p, n in _core.rewrites(list(term), ruleset)]
+    With ``inline_let`` (default), RLO's ``inline_let`` moves of
+    :mod:`tensat_py.policies.binding` follow the rule file's rewrites, with rule index
+    :data:`~tensat_py.policies.binding.INLINE_LET` (-1).
+    """
+    from tensat_py import _core
+    from tensat_py.policies.binding import INLINE_LET, inline_let_moves
+
+    out = [(r, p, as_term(n)) for r, p, n in _core.rewrites(list(term), ruleset)]
+    if inline_let:
+        out += [(INLINE_LET, p, t) for p, t in inline_let_moves(term)]
+    return out
 
 
 def _bucket(s: str, n: int) -> int:
@@ -166,12 +177,23 @@ class ZeroValue:
 
 
 class LearnedValue:
-    """Gradient-boosted trees on :func:`term_features` (a LightGBM Booster)."""
+    """Gradient-boosted trees on :func:`term_features` (a LightGBM Booster).
+
+    The trees predict the reduction itself (RLO cost units), clipped to ``[0, cost]``;
+    with ``relative`` (:func:`fit_value`'s option) they predict the share of the term's
+    cost that ``t`` rewrites remove, and the value is that share (in [0, 1]) times the
+    cost, so that reductions of RLO's scalar expressions (a few units) and of blas
+    functions (up to thousands) share one scale. The shipped model is absolute: relative
+    targets, with or without blas traces, made A* spend more evaluations on the held-out
+    RLO expressions (``docs/guidance.md``).
+    """
 
     name = "learned"
+    _HEADER = "# tensat value function: relative\n"
 
-    def __init__(self, booster: Any) -> None:
+    def __init__(self, booster: Any, relative: bool = False) -> None:
         self.booster = booster
+        self.relative = relative
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> LearnedValue:
@@ -188,21 +210,32 @@ class LearnedValue:
             raise FileNotFoundError(
                 f"no value function at {p}; train one with `python bench/guidance.py --train-only`"
             )
-        return cls(lgb.Booster(model_str=gzip.decompress(p.read_bytes()).decode()))
+        text = gzip.decompress(p.read_bytes()).decode()
+        relative = text.startswith(cls._HEADER)
+        return cls(lgb.Booster(model_str=text.removeprefix(cls._HEADER)), relative)
 
     def save(self, path: str | Path | None = None) -> Path:
-        """Writes the model (LightGBM text, gzip) to ``path`` (default: the shipped one)."""
+        """Writes the model (LightGBM text, gzip; a header line marks a relative one) to
+        ``path`` (default: the shipped one)."""
         p = Path(path) if path is not None else VALUE_MODEL_PATH
-        p.write_bytes(gzip.compress(self.booster.model_to_string().encode(), mtime=0))
+        text = (self._HEADER if self.relative else "") + self.booster.model_to_string()
+        p.write_bytes(gzip.compress(text.encode(), mtime=0))
         return p
 
+    def predict_features(self, x: np.ndarray) -> np.ndarray:
+        """Values for rows of :func:`term_features` (column 1 is the cost)."""
+        y = np.asarray(self.booster.predict(x), dtype=np.float64)
+        cost = x[:, 1]
+        if self.relative:
+            return np.clip(y, 0.0, 1.0) * cost
+        return np.clip(y, 0.0, cost)
+
     def predict(self, terms: Sequence[Term], ts: Sequence[int], costs: Sequence[float]) -> Any:
-        """Estimated best reduction within ``t`` steps, clipped to ``[0, cost]``."""
+        """Estimated best reduction within ``t`` steps, in ``[0, cost]``."""
         if not terms:
             return np.zeros(0)
         x = np.stack([term_features(e, t, c) for e, t, c in zip(terms, ts, costs, strict=True)])
-        y = np.asarray(self.booster.predict(x))
-        return np.clip(y, 0.0, np.asarray(costs, dtype=np.float64))
+        return self.predict_features(x)
 
 
 def fit_value(
@@ -212,8 +245,11 @@ def fit_value(
     rounds: int = 300,
     weight: Any = None,
     leaves: int = 31,
+    relative: bool = False,
 ) -> Any:
-    """A LightGBM regressor (L2) on features ``x`` and targets ``y`` (optional weights)."""
+    """A LightGBM regressor (L2) on features ``x`` and targets ``y`` (reductions, RLO
+    cost units; optional weights); with ``relative`` it fits ``y / cost`` (see
+    :class:`LearnedValue`)."""
     import lightgbm as lgb
 
     params = {
@@ -226,8 +262,9 @@ def fit_value(
         "deterministic": True,
         "num_threads": 1,
     }
+    label = y / np.maximum(x[:, 1], 1e-9) if relative else y
     return lgb.train(
-        params, lgb.Dataset(x, label=y, weight=weight, feature_name=FEATURE_NAMES), rounds
+        params, lgb.Dataset(x, label=label, weight=weight, feature_name=FEATURE_NAMES), rounds
     )
 
 
