@@ -8,8 +8,9 @@ reordered back to NCHW first (``com.microsoft.nchwc.ReorderOutput``) and each pa
 reordered into NCHWc again for the convolution that reads it (``ReorderInput``). Tensat's
 convolution merges (two convolutions that share an input become one convolution and a
 ``split``) therefore add two full copies of the merged output on onnxruntime, which a
-one-operator ``Split`` measurement does not see. Measured here on a 64-channel 28x28
-feature map: two 1x1 convolutions each followed by a 3x3 one, 1.31 ms; merged (one
+one-operator ``Split`` measurement does not see. Measured here (one run, the other core
+busy) on a 64-channel 28x28 feature map: two 1x1 convolutions each followed by a 3x3
+one, 1.31 ms; merged (one
 128-channel 1x1 convolution and a ``Split``), 1.65 ms, with one ``ReorderOutput`` and two
 more ``ReorderInput`` nodes in onnxruntime's optimised graph. On NasNet-A the
 profile-guided merges measured 6 % slower with 136 reorder nodes (``docs/cost-models.md``).
