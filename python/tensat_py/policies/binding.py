@@ -75,8 +75,12 @@ def inline_let_moves(term: Term) -> list[tuple[int, Term]]:
     """Every ``inline_let`` of ``term``: ``(pre-order position of the occurrence, new
     term)``, one per occurrence of a ``let``-bound variable in its ``let``'s body.
 
-    Example: ``(let n (size x) (build (var n Integer) ...))`` gives one move, to
-    ``(let n (size x) (build (size x) ...))``.
+    Example:
+        >>> from tensat_py.policies.astar import parse_rlo, term_text
+        >>> moves = inline_let_moves(parse_rlo("(let (n (mul x x)) (add n 1.0))"))
+        >>> [(p, term_text(s)) for p, s in moves]  # doctest: +NORMALIZE_WHITESPACE
+        [(10, '(let n (mul (var x Float) (var x Float))
+               (add (mul (var x Float) (var x Float)) (scalar 1.0 float64)))')]
     """
     if not term:
         return []
