@@ -327,20 +327,21 @@ def part_value(results: dict, rules: Any, args: Any) -> Any:
     scale = max(len(d["ty"]), 1) / len(d["ytr"]) if args.balance else 1.0
     w = np.concatenate([np.full(len(d["ytr"]), scale), np.ones(len(d["ty"]))])
     booster = A.fit_value(x, y, weight=w, rounds=args.rounds, leaves=args.leaves, relative=rel)
-    out["dataset_and_traces"] = err(A.LearnedValue(booster, rel).predict_features(d["xte"]))
+    value = A.LearnedValue(booster, rel)
+    out["dataset_and_traces"] = err(value.predict_features(d["xte"]))
     out["relative"] = rel
-    A.LearnedValue(booster, rel).save()
+    value.save()
     results["value"] = out
     print("value:", json.dumps(out), flush=True)
-    return booster, d
+    return value, d
 
 
 def part_astar(
-    results: dict, rules: Any, booster: Any, d: dict, n: int, budget: int, depth: int
+    results: dict, rules: Any, learned: Any, d: dict, n: int, budget: int, depth: int
 ) -> None:
     from tensat_py.policies import astar as A
 
-    learned, zero = A.LearnedValue.load(), A.ZeroValue()  # as part_value saved it
+    zero = A.ZeroValue()
     exprs = sorted(d["test_exprs"], key=lambda e: (-d["cost"][e], e))[:n]
     cases: list[tuple[str, Any]] = [(e, d["terms"][e]) for e in exprs]
     cases += _blas_cases()
@@ -656,11 +657,11 @@ def main() -> None:
     kr = load_rules("knossos_simplify+knossos_binding")
     if "multi" in parts:
         part_multi(results, models, args.threshold, args.max_admit, args.reuse)
-    booster = d = None
+    value = d = None
     if "value" in parts or "astar" in parts:
-        booster, d = part_value(results, kr, args)
+        value, d = part_value(results, kr, args)
     if "astar" in parts and not args.train_only:
-        part_astar(results, kr, booster, d, args.astar_cases, args.budget, args.depth)
+        part_astar(results, kr, value, d, args.astar_cases, args.budget, args.depth)
     cmd = ("python bench/guidance.py " + " ".join(sys.argv[1:])).strip()
     for p in ("multi", "value", "astar"):
         if p in results and (p in parts or p == "value" and "astar" in parts):

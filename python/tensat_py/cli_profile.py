@@ -25,7 +25,6 @@ from rich.console import Console
 from rich.table import Table
 
 from tensat_py.cli_shapes import input_shape_option, input_shapes
-from tensat_py.cost.profile import is_calibration
 
 __all__ = ["profile"]
 
@@ -181,6 +180,8 @@ def _train(db, device: str, backend: str | None, objective: str) -> None:
 
 
 def _stats(db) -> None:
+    from tensat_py.cost.profile import is_calibration
+
     console = Console()
     devices = db.devices()
     table = Table(title=f"profile cache {db.path}")

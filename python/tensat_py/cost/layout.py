@@ -10,9 +10,9 @@ convolution merges (two convolutions that share an input become one convolution 
 ``split``) therefore add two full copies of the merged output on onnxruntime, which a
 one-operator ``Split`` measurement does not see. Measured here (one run, the other core
 busy) on a 64-channel 28x28 feature map: two 1x1 convolutions each followed by a 3x3
-one, 1.31 ms; merged (one
-128-channel 1x1 convolution and a ``Split``), 1.65 ms, with one ``ReorderOutput`` and two
-more ``ReorderInput`` nodes in onnxruntime's optimised graph. On NasNet-A the
+one, 1.31 ms; merged (one 128-channel 1x1 convolution and a ``Split``), 1.65 ms, with
+one ``ReorderOutput`` and two more ``ReorderInput`` nodes in onnxruntime's optimised
+graph. On NasNet-A the
 profile-guided merges measured 6 % slower with 136 reorder nodes (``docs/cost-models.md``).
 
 So where onnxruntime's NCHWc transformer is active (:func:`nchwc_block`, probed once per

@@ -579,15 +579,6 @@ class ArrayBackend:
             ) from None
         return time_callable(lambda: d.evaluate(run_ctx, args), timer=self.timer, **self.timing)
 
-    def nchwc_block(self) -> int:
-        """onnxruntime's NCHWc block size here (0: none), :func:`layout.nchwc_block`."""
-        return layout.nchwc_block(self.threads)
-
-    def reorder(self, kind: str, shape: Sequence[int]) -> Measurement:
-        """Times one NCHWc ``Reorder{Input,Output}`` (``kind`` ``"input"``/``"output"``)
-        of float32 ``shape`` alone (:func:`layout.measure_reorder`)."""
-        return layout.measure_reorder(kind, shape, self._session, self._bound_call, self.timing)
-
     def weight_stream(self, n: int, count: int) -> Measurement:
         """Times a chain of ``count`` matmuls ``[1, n] x [n, n]`` with distinct float32
         weights, for :meth:`ProfileCostModel.bandwidth`."""
