@@ -6,6 +6,7 @@ import math
 import pytest
 import tensat_py
 from tensat_py.builder import GraphBuilder
+from tensat_py.cost.base import OpCostModel
 from tensat_py.runtime import confirm as confirm_mod
 from tensat_py.runtime.confirm import Confirmation, measured_speedup
 
@@ -44,18 +45,37 @@ def test_roofline_is_not_confirmed_by_default(monkeypatch):
     assert calls == [] and r.graph is r.candidate and "measured_speedup" not in r.stats
 
 
-def test_cpu_measured_cost_models_are_confirmed_by_default(monkeypatch, tmp_path):
-    monkeypatch.setenv("TENSAT_CACHE_DIR", str(tmp_path))
+class _Measured(OpCostModel):
+    """Stands for a measured model on the CPU (its name and device are what count): a
+    matmul costs the same at any size, so merging two is predicted cheaper."""
+
+    device = "cpu"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def cost(self, ctx):
+        return 1e-5 if ctx.op == "matmul" and not ctx.constant else 0.0
+
+
+@pytest.mark.parametrize(
+    ("name", "device", "confirmed"),
+    [("profile", "cpu", True), ("learned", "cpu", True), ("profile", "t4", False)],
+)
+def test_cpu_measured_cost_models_are_confirmed_by_default(monkeypatch, name, device, confirmed):
     calls = _stub(monkeypatch, 0.5)
     b = GraphBuilder()
     x = b.input((1, 64), "x")
     w1, w2 = b.weight((64, 64), "w1"), b.weight((64, 64), "w2")
     g = b.finish([b.matmul(x, w1), b.matmul(x, w2)])  # two matmuls sharing an input
-    r = tensat_py.optimize(
-        g, cost_model="profile", device="cpu", verify=False, min_gain=0.0, k_multi=1
-    )
-    # min_gain 0: the cost checks keep the candidate, so the confirmation decides
-    assert len(calls) == 1 and r.extraction_status == "fallback-not-faster" and r.graph is g
+    model = _Measured(name)
+    model.device = device
+    r = tensat_py.optimize(g, cost_model=model, verify=False, min_gain=0.0, k_multi=1)
+    assert r.candidate_cost < r.cost_before  # the merge
+    if confirmed:
+        assert len(calls) == 1 and r.extraction_status == "fallback-not-faster" and r.graph is g
+    else:
+        assert calls == [] and r.graph is r.candidate
 
 
 def test_measured_speedup_times_both_programs():

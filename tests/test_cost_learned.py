@@ -151,3 +151,19 @@ def test_a_signature_with_a_scalar_operand_parses_back():
     back = context_of(signature(ctx))
     assert back.inputs[0] == TensorType((), "float32")
     assert back.output == TensorType((2, 3), "float32")
+
+
+@needs_lgb
+def test_a_matmul_with_its_activation_is_priced_as_the_matmul_then_the_activation(cache):
+    from tensat_py.cost import get_cost_model
+
+    _fill(ProfileDatabase(), _cpu_fp(), SIZES)
+    model = get_cost_model("learned", "cpu")
+    plain = _ctx(16, 128, 64)
+    fused = make_context(
+        "matmul", {"act": 2}, [(16, 128), (128, 64)], (16, 64), operand_constant=(False, True)
+    )
+    relu = make_context("relu", {}, [(16, 64)], (16, 64))
+    a, b, c = model.costs([plain, fused, relu])
+    assert c > 0
+    assert b == pytest.approx(a + c)

@@ -105,6 +105,55 @@ def test_relu_after_a_convolution_is_priced_as_fused_on_onnxruntime(cache):
     assert m.measured == 0
 
 
+def _biased_block(regrouped: bool):
+    """relu(conv(x) + bias + r) with a constant per-channel bias (an ONNX Conv's B), the
+    sums grouped as exported, or regrouped as conv(x) + (bias + r)."""
+    b = GraphBuilder()
+    x = b.input((1, 8, 8, 8), "x")
+    r = b.input((1, 8, 8, 8), "r")
+    conv = b.conv2d(x, b.weight((8, 8, 3, 3), "w"), stride=1, padding="same")
+    bias = b.weight((8, 1, 1), "bias")
+    if regrouped:
+        s = b.op("add", conv, b.op("add", bias, r))
+    else:
+        s = b.op("add", b.op("add", conv, bias), r)
+    return b.finish(b.relu(s))
+
+
+def test_a_per_channel_bias_after_a_convolution_is_fused_as_onnxruntime_does():
+    from tensat_py.cost.profile import ort_fused
+
+    # Conv(B) -> Add(r) -> Relu is one NCHWc kernel: every node after the conv is fused.
+    ctxs = graph_contexts(_biased_block(regrouped=False))
+    assert [(c.op, ort_fused(c)) for c in ctxs if c.op in ("add", "relu")] == [
+        ("add", True),
+        ("add", True),
+        ("relu", True),
+    ]
+    # bias + r first is an Add onnxruntime runs (a constant broadcast over an input).
+    ctxs = graph_contexts(_biased_block(regrouped=True))
+    assert [(c.op, ort_fused(c)) for c in ctxs if c.op in ("add", "relu")] == [
+        ("add", False),
+        ("add", True),
+        ("relu", True),
+    ]
+
+
+def test_the_biased_convolution_is_recognised_in_an_exported_egraph_too():
+    from tensat_py import _core
+    from tensat_py.cost.base import export_contexts
+    from tensat_py.cost.profile import ort_fused
+
+    g = _biased_block(regrouped=False)
+    eg = _core.EGraph(g.to_flat())
+    ctxs = [c for c in export_contexts(eg.export()) if c is not None]
+    assert sorted((c.op, ort_fused(c)) for c in ctxs if c.op in ("add", "relu")) == [
+        ("add", True),
+        ("add", True),
+        ("relu", True),
+    ]
+
+
 def test_numpy_backend_measures_the_reference_semantics_under_its_own_fingerprint(cache):
     ort = ProfileCostModel("cpu")
     npm = ProfileCostModel("cpu", backend="numpy")
@@ -282,6 +331,22 @@ def test_a_convolution_with_its_activation_is_measured_as_the_plain_convolution(
     numpy_model = ProfileCostModel("cpu", backend="numpy")  # no fusion there: two kernels
     numpy_model.costs([conv, fused])
     assert numpy_model.measured == 2
+
+
+def test_a_matmul_with_its_activation_is_priced_as_the_matmul_then_the_activation(cache):
+    # onnxruntime does not fuse MatMul -> Relu: the fused form runs the same two kernels
+    # as the unfused one, and is priced from the same two signatures.
+    b = GraphBuilder()
+    x = b.input((16, 64), "x")
+    w = b.weight((64, 32), "w")
+    unfused = b.relu(b.matmul(x, w))
+    fused = b.matmul(x, w, act="relu")
+    ctxs = graph_contexts(b.finish([unfused, fused]))
+    m = ProfileCostModel("cpu")
+    costs = m.costs(ctxs)
+    assert m.measured == 2  # the plain matmul and the relu
+    by_kind = {(c.op, c.params.get("act", 0)): k for c, k in zip(ctxs, costs, strict=True)}
+    assert by_kind[("matmul", 2)] == pytest.approx(by_kind[("matmul", 0)] + by_kind[("relu", 0)])
 
 
 def _symbolic_relu_model(path):

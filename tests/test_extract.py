@@ -73,6 +73,23 @@ def test_highs_ilp_without_a_warm_start_solves(mode: str) -> None:
     assert out.status == "optimal" and out.choices == {2: 4, 0: 1, 1: 3}
 
 
+def test_a_failing_cbc_falls_back_and_leaves_no_files_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    import pulp
+
+    # A CBC binary that exits with an error: PuLP raises before deleting its files.
+    monkeypatch.setattr(pulp.PULP_CBC_CMD, "pulp_cbc_path", "/bin/false")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    r = extract(SHARED, solver="cbc", time_limit=10, decompose=False)
+    assert r.status == "fallback-greedy", r
+    assert "cbc failed" in r.message
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_ilp_without_cycle_constraints_falls_back_or_is_acyclic() -> None:
     r = extract(CYCLIC, cycle_constraints="none", time_limit=10, decompose=False)
     assert_valid(CYCLIC, r)

@@ -56,3 +56,34 @@ def test_graphs_from_the_onnx_loader_get_the_onnx_defaults() -> None:
     g = tonnx.load(tonnx.to_model(models.get("squeezenet"), weights="random"))
     fe = defaults_for(g)
     assert fe is not None and fe.name == "onnx" and fe.min_gain == 0.02
+
+
+def test_a_candidate_cheaper_only_by_rounding_keeps_the_input_without_confirming(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # relu(matmul) -> matmul(act=relu): priced 0.1 + 0.2 = 0.30000000000000004 against 0.3,
+    # a gain of float rounding. It must not replace the input, nor be timed.
+    from tensat_py.builder import GraphBuilder
+    from tensat_py.cost.base import OpCostModel
+    from tensat_py.runtime import confirm
+
+    class Rounding(OpCostModel):
+        name, device = "rounding", "cpu"
+
+        def cost(self, ctx):
+            if ctx.op == "matmul":
+                return 0.3 if ctx.params.get("act") else 0.1
+            return 0.2 if ctx.op == "relu" else 0.0
+
+    def no_timing(*args, **kwargs):
+        raise AssertionError("a rounding gain was confirmed")
+
+    monkeypatch.setattr(confirm, "measured_speedup", no_timing)
+    b = GraphBuilder()
+    g = b.finish(b.relu(b.matmul(b.input((4, 8), "x"), b.weight((8, 8), "w"))))
+    res = tensat_py.optimize(
+        g, rules="taso", cost_model=Rounding(), extractor="greedy-dag", verify=False, confirm=True
+    )
+    assert res.candidate_cost < res.cost_before  # cheaper, to rounding only
+    assert res.extraction_status == "fallback-not-cheaper" and res.graph is g
+    assert "as much as (to rounding)" in res.message

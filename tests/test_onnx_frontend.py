@@ -494,3 +494,40 @@ def test_a_value_computed_twice_exports_once_and_runs():
     got = ort_exec.session(again).run(None, feeds)[0]
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert len(again.graph.node) <= len(model.graph.node)
+
+
+def test_an_exported_gelu_is_optimised_into_one_gelu_that_onnxruntime_fuses(tmp_path: Path):
+    # What exporters write before opset 20: x * (1 + erf(x / 1.4142135)) * 0.5.
+    c = [
+        numpy_helper.from_array(np.asarray(v, np.float32), n)
+        for n, v in (("sqrt2", np.sqrt(2.0)), ("one", 1.0), ("half", 0.5))
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Div", ["h", "sqrt2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["a"]),
+        helper.make_node("Mul", ["h", "a"], ["m"]),
+        helper.make_node("Mul", ["m", "half"], ["y"]),
+    ]
+    src = _model(
+        nodes, [_vi("x", [4, 16])], [_vi("y", [4, 8])], [_w("w", [16, 8], 1), *c], opset=11
+    )
+    g = tonnx.load(src)
+    res = tensat_py.optimize(g, extractor="greedy-dag", verify=True, min_gain=0.0)
+    assert res.extraction_status not in tensat_py.pipeline.FALLBACKS, res.message
+    ops_after = Counter(n.op for n in res.graph.nodes)
+    assert ops_after["gelu"] == 1 and ops_after["erf"] == 0 and ops_after["div"] == 0
+    out = tmp_path / "y.onnx"
+    tensat_py.save(res.graph, str(out), source=g)
+    saved = onnx.load(str(out))
+    # Written back as the same five nodes (no Gelu before opset 20) ...
+    assert _ops(saved) == Counter({"MatMul": 1, "Div": 1, "Erf": 1, "Add": 1, "Mul": 2})
+    _same(src, saved, {"x": _x((4, 16))})
+    # ... which onnxruntime fuses into one Gelu kernel.
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "fused.onnx")
+    ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
+    assert "Gelu" in _ops(onnx.load(so.optimized_model_filepath))

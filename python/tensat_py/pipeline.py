@@ -46,6 +46,7 @@ __all__ = [
     "CONFIRM_MARGIN",
     "FALLBACKS",
     "OptimizeResult",
+    "ROUNDING",
     "RULES_DIR",
     "load_rules",
     "optimize",
@@ -55,6 +56,10 @@ RULES_DIR = Path(__file__).parent / "rules"
 """Folder of the shipped rule files (``rules/`` in the repository)."""
 
 #: Statuses that mean the input was kept instead of the candidate.
+#: Relative cost difference taken as float rounding: a candidate that differs from the
+#: input and is cheaper by less than this share is not cheaper (``fallback-not-cheaper``).
+ROUNDING = 1e-9
+
 FALLBACKS = ("fallback-unverified", "fallback-not-cheaper", "fallback-not-faster")
 
 #: Measured speedup (input / candidate latency on onnxruntime) a confirmed candidate must
@@ -105,8 +110,10 @@ class OptimizeResult:
         extraction_status: the extractor's status when the candidate was kept
             (``"optimal"``, ``"feasible"``, ``"greedy"``, ``"fallback-greedy"``; see
             :class:`tensat_py.extract.ExtractionResult`), else ``"fallback-unverified"``
-            (the candidate failed verification) or ``"fallback-not-cheaper"`` (it costs
-            more than the input); ``message`` says more.
+            (the candidate failed verification), ``"fallback-not-cheaper"`` (a different
+            program that costs at least the input's cost less :data:`ROUNDING`, or gains
+            less than ``min_gain``) or ``"fallback-not-faster"`` (confirmation measured it
+            no faster); ``message`` says more.
         stats: exploration statistics from the Rust core (``enodes``, ``eclasses``,
             ``iterations``, ``stop_reason``, ``filtered_enodes``, ``explore_seconds``, ...)
             plus ``extract_seconds``, ``verify_seconds``, ``total_seconds``, the budgets
@@ -434,7 +441,11 @@ def optimize(
             f"verification on {report.runner}: {report.message}; kept the input"
         )
         best, cost_after = graph, cost_before
-    elif candidate_cost > cost_before:
+    elif candidate_cost > cost_before or (
+        candidate_cost > cost_before * (1 - ROUNDING) and not _same_program(graph, candidate)
+    ):
+        # A different program whose gain is float rounding (the same operators summed in
+        # another order) gains nothing, and would cost a confirmation run.
         status = "fallback-not-cheaper"
         than = (
             "as much as (to rounding)"
@@ -515,9 +526,15 @@ def _confirms(confirm: bool | None, model: Any) -> bool:
     )
 
 
+def _same_program(graph: Graph, candidate: Graph) -> bool:
+    """Whether ``candidate`` is ``graph`` again: the same flat program, and no opaque nodes
+    whose payloads the flat form leaves out."""
+    return not graph.opaque_nodes() and candidate.to_flat() == graph.to_flat()
+
+
 def _check_candidate(ref: Reference, graph: Graph, candidate: Graph) -> VerifyReport:
-    """The candidate's verification: a program identical to the input (same flat program,
-    no opaque nodes whose payloads the flat form leaves out) passes without running."""
-    if not graph.opaque_nodes() and candidate.to_flat() == graph.to_flat():
+    """The candidate's verification: a program identical to the input
+    (:func:`_same_program`) passes without running."""
+    if _same_program(graph, candidate):
         return VerifyReport(0.0, 0.0, True, ref.tolerance, "identical to the input", ref.runner)
     return ref.check(candidate)

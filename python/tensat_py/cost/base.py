@@ -41,6 +41,8 @@ __all__ = [
     "opdef",
     "operand_flags",
     "producer_label",
+    "channel_bias",
+    "biased_conv",
 ]
 
 
@@ -96,6 +98,33 @@ def _labels(op: str, params: Mapping[str, Any], operand_labels: Sequence[set[str
         for labels in operand_labels:
             out.update(f"{own}<{lab}" for lab in labels if "<" not in lab)
     return out
+
+
+def _shape_of(t: Any) -> tuple[int, ...]:
+    """A tensor type's shape; () for a pair."""
+    return tuple(getattr(t, "shape", ()) or ())
+
+
+def channel_bias(shape: Sequence[int], out: Sequence[int]) -> bool:
+    """Whether an operand of ``shape`` added to a 4-D ``out`` (NCHW) is a per-channel bias:
+    ``(C, 1, 1)`` or ``(1, C, 1, 1)`` with ``C = out[1]``, what onnxruntime folds into a
+    convolution's bias input (ConvAddFusion)."""
+    shape, out = tuple(shape), tuple(out)
+    return len(out) == 4 and shape in ((out[1], 1, 1), (1, out[1], 1, 1))
+
+
+def biased_conv(
+    operands: Sequence[tuple[set[str], bool, Sequence[int]]], out: Sequence[int]
+) -> bool:
+    """Whether a sum of ``operands`` (labels, constant, shape) into shape ``out`` is a
+    convolution plus a constant per-channel bias: onnxruntime runs it as the convolution
+    (the bias folded into its bias input)."""
+    if len(operands) != 2:
+        return False
+    for (labels, _, _), (_, const, shape) in (operands, operands[::-1]):
+        if "conv2d" in labels and const and channel_bias(shape, out):
+            return True
+    return False
 
 
 @runtime_checkable
@@ -208,6 +237,14 @@ def graph_contexts(graph: Graph) -> list[CostContext]:
     labels: list[set[str]] = []
     for node in graph.nodes:
         labels.append(_labels(node.op, node.params, [labels[i] for i in node.inputs]))
+        if node.op in _SUM_OPS and biased_conv(
+            [
+                (labels[i], graph.nodes[i].constant, _shape_of(graph.nodes[i].type))
+                for i in node.inputs
+            ],
+            _shape_of(node.type),
+        ):
+            labels[-1].add("conv2d")
     for nid, node in enumerate(graph.nodes):
         if not keep[nid]:
             continue
@@ -274,6 +311,18 @@ def export_contexts(
         for (op, cls, _), p in zip(rows, parsed, strict=True):
             if p is not None:
                 own.setdefault(cls, set()).add(producer_label(op, p[0]))
+        for (op, cls, _), p in zip(rows, parsed, strict=True):
+            if p is not None and op in _SUM_OPS:
+                operands = [
+                    (
+                        own.get(cc, set()),
+                        bool(classes[cc].get("constant")),
+                        tuple(classes[cc].get("shape") or ()),
+                    )
+                    for cc in p[1]
+                ]
+                if biased_conv(operands, tuple(classes[cls].get("shape") or ())):
+                    own[cls].add("conv2d")
         labels = {c: set(v) for c, v in own.items()}
         for (op, cls, _), p in zip(rows, parsed, strict=True):
             if p is not None and op in _SUM_OPS:

@@ -533,13 +533,13 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         Raises:
             ValueError: an operator that is unknown or declares no cost (names it).
         """
-        out = [0.0] * len(ctxs)
         todo: list[int] = []
         rows: list[list[float]] = []
         keys: list[tuple[Any, ...]] = []
         given = ctxs
         if self.fusion:  # one onnxruntime kernel, one figure (profile.ort_kernel_of)
             ctxs, fused = ort_kernels(ctxs)
+        out = [0.0] * len(ctxs)
         priced = []
         for k, c in enumerate(ctxs):
             d = opdef(c.op, "learned")

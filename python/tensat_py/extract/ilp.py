@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -182,6 +183,20 @@ def _solver(solver: str, time_limit: float, warm_start: bool) -> pulp.LpSolver:
         # PuLP's highspy interface takes no initial solution: no warm start for HiGHS.
         return pulp.HiGHS(msg=False, timeLimit=limit)
     raise ValueError(f"unknown solver {solver!r} (expected 'cbc' or 'highs')")
+
+
+def _run(lp: pulp.LpProblem, solver: pulp.LpSolver) -> None:
+    """Solves ``lp`` with ``solver``; a command-line solver (CBC) writes its model, warm
+    start and solution files into a private temporary folder that is removed whatever
+    happens. PuLP deletes them only after a successful run, so a CBC that exits with an
+    error (``pulp.PulpSolverError``, raised on) would leave them (13 MB for NasRNN) in /tmp.
+    """
+    if not isinstance(solver, pulp.LpSolver_CMD):
+        lp.solve(solver)
+        return
+    with tempfile.TemporaryDirectory(prefix="tensat-cbc-") as folder:
+        solver.tmpDir = folder
+        lp.solve(solver)
 
 
 def _choose(
@@ -763,7 +778,7 @@ def _solve_exact(
                 solve_seconds=solve_s,
             )
         t_solve = time.perf_counter()
-        lp.solve(_solver(solver, remaining, bool(warm_start) and solver == "cbc"))
+        _run(lp, _solver(solver, remaining, bool(warm_start) and solver == "cbc"))
         solve_s += time.perf_counter() - t_solve
         rounds += 1
         sol = lp.sol_status

@@ -291,8 +291,29 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
     return np.reciprocal(np.sqrt(x))
 
 
-def _gelu64(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + _erf64(x / _SQRT2))
+def _sqrt2_in(dtype: str) -> float:
+    """sqrt(2) as ONNX ``Gelu``'s function body computes it for operands of ``dtype``:
+    ``Sqrt(CastLike(2, X))``, rounded to ``dtype`` (float32: 1.4142135381698608)."""
+    try:
+        dt = np_dtype(dtype)
+    except (KeyError, ValueError, TypeError):
+        return _SQRT2
+    if not _is_float(np.dtype(dt)):
+        return _SQRT2
+    return float(np.sqrt(np.asarray(2.0, dtype=dt)))
+
+
+def _gelu(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
+    """``gelu(x)``: ``0.5 * x * (1 + erf(x / sqrt(2)))`` elementwise (exact GELU), with
+    sqrt(2) rounded to x's declared dtype as in ONNX ``Gelu``'s function body (opset 20:
+    ``Div(X, Sqrt(CastLike(2, X)))``), which is also what exporters write before opset 20.
+
+    Shape and dtype: x's. Computed in float64 and rounded once. Source: ONNX ``Gelu``
+    (approximate="none")."""
+    x = np.asarray(args[0])
+    declared = getattr(ctx.inputs[0], "dtype", str(x.dtype)) if ctx.inputs else str(x.dtype)
+    s = _sqrt2_in(declared)
+    return _via(x, lambda v: 0.5 * v * (1.0 + _erf64(v / s)), True)
 
 
 def _hard_swish(x: np.ndarray) -> np.ndarray:
@@ -311,7 +332,6 @@ _UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool, float, str, st
     "rsqrt": (_rsqrt, False, 1, "Sqrt", "1 / sqrt(x) (ONNX: Reciprocal(Sqrt(x)))"),
     "reciprocal": (np.reciprocal, False, 1, "Reciprocal", "1 / x"),
     "erf": (_erf64, True, 4, "Erf", "the error function (math.erf per element)"),
-    "gelu": (_gelu64, True, 6, "Gelu", "0.5 * x * (1 + erf(x / sqrt(2))) (exact GELU)"),
     "hard_swish": (_hard_swish, False, 4, "HardSwish", "x * max(0, min(1, x / 6 + 0.5))"),
     "softplus": (_softplus, False, 3, "Softplus", "log(1 + exp(x)), overflow-free"),
 }
@@ -376,7 +396,7 @@ def _hard_swish_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> No
     w.emit("Mul", [ins[0], h], [out])
 
 
-_UNARY_ONNX = {"rsqrt": _rsqrt_onnx, "gelu": _gelu_onnx, "hard_swish": _hard_swish_onnx}
+_UNARY_ONNX = {"rsqrt": _rsqrt_onnx, "hard_swish": _hard_swish_onnx}
 
 for _n, (_f, _wide, _k, _o, _w) in _UNARY.items():
     _op(
@@ -386,6 +406,7 @@ for _n, (_f, _wide, _k, _o, _w) in _UNARY.items():
         _UNARY_ONNX.get(_n, _simple_onnx(_o)),
         () if _n == "rsqrt" else (_o,),
     )
+_op("gelu", _gelu, _elementwise_cost(6), _gelu_onnx, ("Gelu",))
 
 
 # ------------------------------------------------------- clip, hard_sigmoid, leaky_relu
