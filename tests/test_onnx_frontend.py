@@ -531,3 +531,39 @@ def test_an_exported_gelu_is_optimised_into_one_gelu_that_onnxruntime_fuses(tmp_
     so.optimized_model_filepath = str(tmp_path / "fused.onnx")
     ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
     assert "Gelu" in _ops(onnx.load(so.optimized_model_filepath))
+
+
+def test_an_exported_layer_norm_is_optimised_into_one_that_onnxruntime_fuses(tmp_path: Path):
+    # What exporters write before opset 17, over the last axis of a [2, 16, 32] tensor.
+    c = [
+        numpy_helper.from_array(np.asarray(v, np.float32), n)
+        for n, v in (("two", 2.0), ("eps", 1e-5))
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("ReduceMean", ["h"], ["m"], axes=[-1]),
+        helper.make_node("Sub", ["h", "m"], ["d"]),
+        helper.make_node("Pow", ["d", "two"], ["p"]),
+        helper.make_node("ReduceMean", ["p"], ["v"], axes=[-1]),
+        helper.make_node("Add", ["v", "eps"], ["ve"]),
+        helper.make_node("Sqrt", ["ve"], ["s"]),
+        helper.make_node("Div", ["d", "s"], ["n"]),
+        helper.make_node("Mul", ["n", "g"], ["ng"]),
+        helper.make_node("Add", ["ng", "b"], ["y"]),
+    ]
+    inits = [_w("w", [32, 32], 1), _w("g", [32], 2), _w("b", [32], 3), *c]
+    src = _model(nodes, [_vi("x", [2, 16, 32])], [_vi("y", [2, 16, 32])], inits, opset=11)
+    g = tonnx.load(src)
+    res = tensat_py.optimize(g, extractor="greedy-dag", verify=True, min_gain=0.0)
+    assert res.extraction_status not in tensat_py.pipeline.FALLBACKS, res.message
+    ops_after = Counter(n.op for n in res.graph.nodes)
+    assert ops_after["layer_norm"] == 1 and ops_after["sqrt"] == ops_after["pow"] == 0
+    out = tmp_path / "y.onnx"
+    tensat_py.save(res.graph, str(out), source=g)
+    _same(src, onnx.load(str(out)), {"x": _x((2, 16, 32))})
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "fused.onnx")
+    ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
+    assert "LayerNormalization" in _ops(onnx.load(so.optimized_model_filepath))

@@ -638,8 +638,10 @@ def _layer_norm(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
 
 
 def _layer_norm_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
-    """ONNX ``LayerNormalization`` (opset >= 17), else its expansion (ReduceMean, Sub,
-    Mul, ReduceMean, Add, Sqrt, Div, Mul, Add)."""
+    """ONNX ``LayerNormalization`` (opset >= 17), else its expansion as exporters write it
+    (ReduceMean, Sub, Pow 2, ReduceMean, Add, Sqrt, Div, Mul, Add), the form onnxruntime's
+    LayerNormFusion turns back into one kernel (with ``Mul(d, d)`` for the square it does
+    not)."""
     axis, eps = int(ctx.params["axis"]), float(ctx.params["epsilon"])
     if w.opset >= 17:
         w.emit("LayerNormalization", list(ins), [out], axis=axis, epsilon=eps)
@@ -651,7 +653,7 @@ def _layer_norm_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> No
     )
     _emit_reduce(w, "ReduceMean", x, axes, 1, mean)
     w.emit("Sub", [x, mean], [d])
-    w.emit("Mul", [d, d], [d2])
+    w.emit("Pow", [d, _const(w, 2.0, ctx.inputs[0].dtype, "ln_two")], [d2])
     _emit_reduce(w, "ReduceMean", d2, axes, 1, var)
     w.emit("Add", [var, _const(w, eps, ctx.inputs[0].dtype, "ln_eps")], [ve])
     w.emit("Sqrt", [ve], [sd])
