@@ -3,7 +3,9 @@
 Needs the bench-only extra (``pip install -e .[bench]``: torch, torchvision, transformers,
 onnxscript); neither the package nor its tests import this file. Every model is built
 from its library's public constructor or configuration class with random weights (seed
-0, nothing downloaded), put in eval mode and exported with ``torch.onnx.export`` at
+0, nothing downloaded; tensors the library initialises to one constant, such as zero
+biases and unit normalisation scales, get small random noise as a trained model has), put
+in eval mode and exported with ``torch.onnx.export`` at
 opset 17 with a dynamic batch axis (symbolic, so ``bench/onnx_real.py`` has to fix it
 with ``input_shapes=``, as a user would).
 
@@ -163,6 +165,19 @@ MODELS: dict[str, Callable[[], tuple[Any, tuple, list[str], dict]]] = {
 }
 
 
+def _unconstant(model: Any, scale: float = 0.02) -> None:
+    """Adds N(0, ``scale``) noise to every floating parameter or buffer whose elements are
+    all equal (the libraries initialise biases to 0, normalisation scales and running
+    variances to 1): a trained model has no such tensors, and an optimiser (or the loader's
+    folding) could drop an ``x + 0`` or ``x * 1`` here that it never meets in practice."""
+    import torch
+
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            if t.is_floating_point() and t.numel() > 1 and bool(torch.all(t == t.flatten()[0])):
+                t.add_(torch.randn_like(t) * scale)
+
+
 def export(name: str, out_dir: Path, opset: int = 17) -> Path:
     """Builds model ``name`` (random weights, seed 0) and exports it to
     ``out_dir/<name>.onnx``; returns the path. Raises ``KeyError`` for an unknown name."""
@@ -171,6 +186,7 @@ def export(name: str, out_dir: Path, opset: int = 17) -> Path:
     torch.manual_seed(0)
     model, args, names, dynamic = MODELS[name]()
     model.eval()
+    _unconstant(model)
     path = out_dir / f"{name}.onnx"
     with torch.no_grad():
         try:
