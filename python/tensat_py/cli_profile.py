@@ -152,8 +152,9 @@ def _profile_model(
                 bar.update(task, completed=done, description=f"profiling {name}: {op}")
 
             model.progress = step
-            model.costs(todo)
-    model.costs(ctxs)  # all cached now; this measures the NCHWc reorders they need (layout)
+            model.costs(ctxs)  # measures what is missing, then the NCHWc reorders (layout)
+    else:
+        model.costs(ctxs)  # all cached: measures only the NCHWc reorders they need
     if model.cold_weights:
         model.bandwidth()  # calibrated once per device (cold weights; learned reads it too)
     # Price the graph itself (fusion read from its producers): the cached figures.

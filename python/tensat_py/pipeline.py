@@ -55,11 +55,11 @@ __all__ = [
 RULES_DIR = Path(__file__).parent / "rules"
 """Folder of the shipped rule files (``rules/`` in the repository)."""
 
-#: Statuses that mean the input was kept instead of the candidate.
 #: Relative cost difference taken as float rounding: a candidate that differs from the
 #: input and is cheaper by less than this share is not cheaper (``fallback-not-cheaper``).
 ROUNDING = 1e-9
 
+#: Statuses that mean the input was kept instead of the candidate.
 FALLBACKS = ("fallback-unverified", "fallback-not-cheaper", "fallback-not-faster")
 
 #: Measured speedup (input / candidate latency on onnxruntime) a confirmed candidate must

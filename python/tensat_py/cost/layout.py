@@ -44,6 +44,7 @@ __all__ = [
     "adjust",
     "measure_reorder",
     "nchwc_block",
+    "reorder_op",
     "reorder_signature",
     "reorders",
 ]
@@ -57,6 +58,12 @@ BLOCKS = (8, 16)
 
 #: One reorder: ``("input" | "output", NCHW shape)``.
 Reorder = tuple[str, tuple[int, ...]]
+
+
+def reorder_op(kind: str) -> str:
+    """The cache record's operator name of a ``kind`` (``"input"``/``"output"``) reorder,
+    a calibration name (``__reorder_input__``)."""
+    return f"__reorder_{kind}__"
 
 
 def reorder_signature(kind: str, shape: Sequence[int]) -> str:
@@ -243,11 +250,13 @@ class ReorderRates:
     def from_records(cls, records: Sequence[Any], call: float, floor: float) -> ReorderRates:
         """From profile cache ``records`` (``tensat_py.cost.database.Record``): the
         reorder measurements among them, less the session call overhead ``call``."""
+        from tensat_py.cost.profile import figure
+
         points: dict[str, list[tuple[int, float]]] = {}
+        kinds = {reorder_op(k): k for k in ("input", "output")}
         for r in records:
-            if not r.signature.startswith('{"calibration":"nchwc reorder"'):
+            if r.op not in kinds:
                 continue
-            d = json.loads(r.signature)
-            nbytes = 4 * int(np.prod(d["shape"]))
-            points.setdefault(d["kind"], []).append((nbytes, max(r.low - call, floor)))
+            nbytes = 4 * int(np.prod(json.loads(r.signature)["shape"]))
+            points.setdefault(kinds[r.op], []).append((nbytes, figure(r.low, call, floor)))
         return cls(points, floor)

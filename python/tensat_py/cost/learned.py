@@ -56,6 +56,7 @@ from tensat_py.cost.profile import (
     OrtBackend,
     cached_bandwidth,
     cupy_backend,
+    figure,
     fingerprint,
     is_calibration,
     numpy_backend,
@@ -538,7 +539,7 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         keys: list[tuple[Any, ...]] = []
         given = ctxs
         if self.fusion:  # one onnxruntime kernel, one figure (profile.ort_kernel_of)
-            ctxs, fused = ort_kernels(ctxs)
+            ctxs, fused, after = ort_kernels(ctxs)
         out = [0.0] * len(ctxs)
         priced = []
         for k, c in enumerate(ctxs):
@@ -563,10 +564,10 @@ class LearnedCostModel(ColdWeights, OpCostModel):
             raw = self.predictor(np.asarray(rows, float))
             call, per_node = self.overhead
             for k, key, t in zip(todo, keys, raw, strict=True):
-                self._memo[key] = max(float(t) - call, per_node)
+                self._memo[key] = figure(float(t), call, per_node)
                 out[k] = self._memo[key]
         if self.fusion:
-            out = ort_adjust(out, given, fused, self.overhead[1])
+            out = ort_adjust(out, given, fused, after, self.overhead[1])
             if self.nchwc is not None:
                 block, rates = self.nchwc
                 out = layout.adjust(out, given, block, rates.price)
@@ -583,10 +584,9 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         new = {v for v in sigs.values() if v not in self._figures}
         if new:
             got = self.measured.get(self.fingerprint, new)
-            call, per_node = self.overhead
             for sig in new:
                 r = got.get(sig)
-                self._figures[sig] = None if r is None else max(r.low - call, per_node)
+                self._figures[sig] = None if r is None else figure(r.low, *self.overhead)
         return {k: self._figures[v] for k, v in sigs.items()}
 
     def cost(self, ctx: ops.OpContext) -> float:

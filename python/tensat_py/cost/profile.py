@@ -114,6 +114,13 @@ def cached_bandwidth(db: ProfileDatabase, fp: str) -> BandwidthCurve | None:
     )
 
 
+def figure(low: float, call: float, per_node: float) -> float:
+    """A one-operator measurement (seconds, its lower quartile ``low``) as the cost of the
+    operator inside a model: less the session ``call`` overhead, at least the ``per_node``
+    cost (:meth:`OrtBackend.overhead`)."""
+    return max(low - call, per_node)
+
+
 def is_calibration(op: str) -> bool:
     """Whether a cache record of operator name ``op`` is a calibration (call overhead,
     bandwidth, NCHWc block and reorders: ``__name__``), not an operator's figure."""
@@ -689,33 +696,44 @@ def ort_kernel_of(ctx: ops.OpContext) -> tuple[ops.OpContext, int, ops.OpContext
     return plain, 0, after
 
 
-def ort_kernels(ctxs: Sequence[ops.OpContext]) -> tuple[list[ops.OpContext], list[int]]:
+def ort_kernels(
+    ctxs: Sequence[ops.OpContext],
+) -> tuple[list[ops.OpContext], list[int], list[bool]]:
     """:func:`ort_kernel_of` of each of ``ctxs``: the applications to price and, per
-    application, the fused nodes to add (see :func:`ort_adjust`). The separate kernels
-    that follow some applications come after ``len(ctxs)`` applications, one per
-    application that has one, in order; :func:`ort_adjust` adds them back."""
+    application, the fused nodes to add and whether a separate kernel follows it (see
+    :func:`ort_adjust`). The separate kernels come after the ``len(ctxs)`` applications,
+    one per application that has one, in order."""
     triples = [ort_kernel_of(c) for c in ctxs]
     after = [a for _, _, a in triples if a is not None]
-    return [c for c, _, _ in triples] + after, [n for _, n, _ in triples]
+    return (
+        [c for c, _, _ in triples] + after,
+        [n for _, n, _ in triples],
+        [a is not None for _, _, a in triples],
+    )
 
 
 def ort_adjust(
-    costs: Sequence[float], ctxs: Sequence[ops.OpContext], fused: Sequence[int], per_node: float
+    costs: Sequence[float],
+    ctxs: Sequence[ops.OpContext],
+    fused: Sequence[int],
+    after: Sequence[bool],
+    per_node: float,
 ) -> list[float]:
     """onnxruntime's fusions applied to per-application figures (seconds): what it folds
     into its producer (:func:`ort_fused`) costs ``per_node``; an application priced as a
-    plainer kernel (:func:`ort_kernel_of`) adds ``per_node`` per fused node and the figure
-    of the separate kernel after it. ``ctxs`` are the applications as given (with their
-    producers), ``costs`` and ``fused`` :func:`ort_kernels`' applications priced and
-    counts."""
+    plainer kernel (:func:`ort_kernel_of`) adds ``per_node`` per fused node and, where
+    ``after`` says so, the figure of the separate kernel after it. ``ctxs`` are the
+    applications as given (with their producers); ``costs`` (the applications
+    :func:`ort_kernels` listed, priced), ``fused`` and ``after`` come from
+    :func:`ort_kernels`."""
     n = len(ctxs)
     out = [
         per_node if x > 0 and ort_fused(c) else x + k * per_node
         for x, c, k in zip(costs[:n], ctxs, fused, strict=True)
     ]
     extra = iter(costs[n:])
-    for i, c in enumerate(ctxs):
-        if ort_kernel_of(c)[2] is not None:
+    for i, has in enumerate(after):
+        if has:
             out[i] += next(extra)
     return out
 
@@ -903,8 +921,7 @@ class ProfileCostModel(ColdWeights, OpCostModel):
         return curve
 
     def _figure(self, raw: float) -> float:
-        call, per_node = self.overhead()
-        return max(raw - call, per_node)
+        return figure(raw, *self.overhead())
 
     # ---------------------------------------------------------------- pricing
     def _priced(self, ctx: ops.OpContext) -> bool:
@@ -923,7 +940,7 @@ class ProfileCostModel(ColdWeights, OpCostModel):
         """
         given = ctxs
         if self.fusion:
-            ctxs, fused = ort_kernels(ctxs)
+            ctxs, fused, after = ort_kernels(ctxs)
         sigs: list[str | None] = [signature(c) if self._priced(c) else None for c in ctxs]
         wanted = {s for s in sigs if s is not None and s not in self._memo}
         if wanted:
@@ -946,7 +963,7 @@ class ProfileCostModel(ColdWeights, OpCostModel):
                     self.progress(k + 1, len(missing), c.op)
         out = [0.0 if s is None else self._memo[s] for s in sigs]
         if self.fusion:
-            out = ort_adjust(out, given, fused, self.overhead()[1])
+            out = ort_adjust(out, given, fused, after, self.overhead()[1])
             out = self._layout_adjust(out, given)
         return self.cold_weights_adjust(out, given)
 
@@ -982,8 +999,8 @@ class ProfileCostModel(ColdWeights, OpCostModel):
             got = self.db.get(self.fingerprint, [sig])
             if sig not in got:
                 m = self.backend.reorder(kind, shape)  # type: ignore[attr-defined]
-                op = f"__reorder_{kind}__"
-                self.db.put(self.fingerprint, [Record(sig, op, m.median, m.spread, m.reps, m.low)])
+                rec = Record(sig, layout.reorder_op(kind), m.median, m.spread, m.reps, m.low)
+                self.db.put(self.fingerprint, [rec])
                 got = self.db.get(self.fingerprint, [sig])
                 self.measured += 1
             self._memo[sig] = self._figure(got[sig].low)
