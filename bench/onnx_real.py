@@ -26,7 +26,8 @@ sub-graphs and exporting cost by themselves), and the largest relative output er
 program's own predicted ratio (kept or not), the measured ratio of ``optimize``'s
 confirmation on onnxruntime (``-`` when it did not run: roofline, or a candidate no
 cheaper than the input) and the extraction status (``fallback-not-faster``: the
-confirmation kept the input).
+confirmation kept the input; ``(source model)``: the input was kept and written as the
+original file, which the confirmation ran faster than the input's export).
 
 Usage::
 
@@ -49,6 +50,7 @@ import numpy as np
 import onnx
 import tensat_py
 from tensat_py.frontends.onnx import opaque_ops
+from tensat_py.frontends.onnx.exporter import WRITE_SOURCE
 from tensat_py.runtime import ort_exec, timing
 
 #: Relative tolerance on outputs (float32, re-associated sums).
@@ -253,7 +255,8 @@ def bench_model(name: str, path: Path, spec: Packaged | Exported, args) -> Row:
         control_flow=cf,
         optimize_s=opt_s,
         predicted=result.speedup,
-        status=result.extraction_status,
+        status=result.extraction_status
+        + (" (source model)" if result.graph.meta.get(WRITE_SOURCE) else ""),
         candidate_predicted=result.cost_before / result.candidate_cost
         if result.candidate_cost > 0
         else 1.0,

@@ -16,6 +16,7 @@ ratios.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -28,14 +29,23 @@ __all__ = ["Confirmation", "measured_speedup"]
 
 @dataclass(frozen=True)
 class Confirmation:
-    """Both programs timed on onnxruntime.
+    """The programs timed on onnxruntime.
 
     Attributes:
-        speedup: input latency / candidate latency (median of per-round ratios; above 1:
-            the candidate is faster).
+        speedup: reference latency / candidate latency (median of per-round ratios; above
+            1: the candidate is faster), the reference being the input as exported and,
+            when it was timed, the source model too (the smaller of the two ratios); NaN
+            when no candidate was timed.
         rounds: timed rounds.
-        input_ms, candidate_ms: median latencies, milliseconds.
+        input_ms, candidate_ms: median latencies, milliseconds (candidate NaN when none).
         seconds: wall-clock seconds spent (sessions, warm-up and rounds).
+        source_ms: median latency of the model the input was loaded from, as it was given
+            (:func:`tensat_py.frontends.onnx.exporter.source_model`); NaN when not timed
+            (no ONNX source, or its export is that model already).
+        source_gain: input-as-exported latency / source-model latency (median of per-round
+            ratios; above 1: the source model as given runs faster than the export of the
+            unchanged program, e.g. onnxruntime fuses it differently once shapes are
+            static); NaN when not timed.
     """
 
     speedup: float
@@ -43,11 +53,13 @@ class Confirmation:
     input_ms: float
     candidate_ms: float
     seconds: float
+    source_ms: float = math.nan
+    source_gain: float = math.nan
 
 
 def measured_speedup(
     graph: Graph,
-    candidate: Graph,
+    candidate: Graph | None,
     *,
     budget: float = 10.0,
     min_rounds: int = 5,
@@ -55,11 +67,13 @@ def measured_speedup(
     threads: int = 0,
     seed: int = 0,
 ) -> Confirmation:
-    """Times ``graph`` and ``candidate`` side by side on onnxruntime.
+    """Times ``graph``, ``candidate`` and the model ``graph`` was loaded from side by side
+    on onnxruntime.
 
     Args:
         graph: the input program.
-        candidate: the optimised program (same inputs and weights).
+        candidate: the optimised program (same inputs and weights), or None to time the
+            input's export against its source model only.
         budget: seconds for the timed rounds (their number is estimated from one warm-up
             run of each, between ``min_rounds`` and ``max_rounds``).
         min_rounds, max_rounds: bounds on the timed rounds.
@@ -79,17 +93,31 @@ def measured_speedup(
         )
     t0 = time.perf_counter()
     feeds = ort_exec.feeds(graph, seed=seed)
-    a, fa = ort_exec.prepare(graph, feeds, threads=threads, spinning=False)
-    b, fb = ort_exec.prepare(candidate, feeds, source=graph, threads=threads, spinning=False)
-    calls = [lambda: a.run(None, fa), lambda: b.run(None, fb)]
+    sessions = [ort_exec.prepare(graph, feeds, threads=threads, spinning=False)]
+    if candidate is not None:
+        sessions.append(
+            ort_exec.prepare(candidate, feeds, source=graph, threads=threads, spinning=False)
+        )
+    source = ort_exec.source_session(graph, feeds, threads=threads, spinning=False)
+    if source is not None:
+        sessions.append(source)
+    calls = [lambda s=s, f=f: s.run(None, f) for s, f in sessions]
     warm = timing.rotating(calls, rounds=1, warmup=1)
-    per_round = max(warm[0][0] + warm[1][0], 1e-6)
+    per_round = max(sum(t[0] for t in warm), 1e-6)
     rounds = max(min_rounds, min(max_rounds, int(budget / per_round)))
     times = timing.rotating(calls, rounds=rounds, warmup=0)
+    nan = math.nan
+    cand = times[1] if candidate is not None else None
+    src = times[-1] if source is not None else None
+    speedup = timing.paired_ratio(cand, times[0]) if cand is not None else nan
+    if cand is not None and src is not None:
+        speedup = min(speedup, timing.paired_ratio(cand, src))
     return Confirmation(
-        speedup=timing.paired_ratio(times[1], times[0]),
+        speedup=speedup,
         rounds=rounds,
         input_ms=statistics.median(times[0]) * 1e3,
-        candidate_ms=statistics.median(times[1]) * 1e3,
+        candidate_ms=statistics.median(cand) * 1e3 if cand is not None else nan,
         seconds=time.perf_counter() - t0,
+        source_ms=statistics.median(src) * 1e3 if src is not None else nan,
+        source_gain=timing.paired_ratio(src, times[0]) if src is not None else nan,
     )

@@ -17,7 +17,7 @@ import numpy as np
 from tensat_py.graph import Graph, TensorType
 from tensat_py.runtime.numpy_exec import random_feeds
 
-__all__ = ["run", "feeds", "prepare", "session"]
+__all__ = ["run", "feeds", "prepare", "session", "source_session"]
 
 
 def session(model: Any, *, threads: int = 0, level: str = "all", spinning: bool = True) -> Any:
@@ -124,9 +124,6 @@ def prepare(
     from tensat_py.frontends.onnx import to_model
 
     leaf_types = graph.leaf_types()
-    weight_names = {graph.nodes[i].name for i in graph.weights()}
-    weights = {k: _as_dtype(v, leaf_types[k].dtype) for k, v in feeds.items() if k in weight_names}
-    model = to_model(graph, weights=weights, source=source, check=False)
     src = graph.meta.get("onnx") or (source.meta.get("onnx") if source is not None else None)
     leaf = src.leaf_names if src is not None else {}
     inputs = {}
@@ -135,9 +132,43 @@ def prepare(
         if name not in feeds:
             raise ValueError(f"no feed for input '{name}'")
         inputs[leaf.get(name, name)] = _as_dtype(feeds[name], leaf_types[name].dtype)
+    weight_names = {graph.nodes[i].name for i in graph.weights()}
+    weights = {k: _as_dtype(v, leaf_types[k].dtype) for k, v in feeds.items() if k in weight_names}
+    model = to_model(graph, weights=weights, source=source, check=False)
     sess = session(model, threads=threads, spinning=spinning)
-    wanted = {i.name for i in sess.get_inputs()}
-    return sess, {k: v for k, v in inputs.items() if k in wanted}
+    return sess, {k: v for k, v in inputs.items() if k in _names(sess)}
+
+
+def source_session(
+    graph: Graph, feeds: Mapping[str, np.ndarray], *, threads: int = 0, spinning: bool = True
+) -> tuple[Any, dict[str, np.ndarray]] | None:
+    """A session running the model ``graph`` was loaded from, as it was given
+    (:func:`tensat_py.frontends.onnx.exporter.source_model`), and its inputs from ``feeds``
+    (graph input names); None when there is no such model, or it needs an input ``feeds``
+    does not cover. Arguments as for :func:`prepare`."""
+    from tensat_py.frontends.onnx.exporter import source_model
+
+    model = source_model(graph)
+    if model is None:
+        return None
+    src = graph.meta["onnx"]
+    types = graph.leaf_types()
+    inputs = {
+        src.leaf_names.get(graph.nodes[i].name, graph.nodes[i].name): _as_dtype(
+            feeds[graph.nodes[i].name], types[graph.nodes[i].name].dtype
+        )
+        for i in graph.inputs()
+        if graph.nodes[i].name in feeds
+    }
+    sess = session(model, threads=threads, spinning=spinning)
+    if not _names(sess) <= inputs.keys():
+        return None
+    return sess, {k: v for k, v in inputs.items() if k in _names(sess)}
+
+
+def _names(sess: Any) -> set[str]:
+    """The input names of an onnxruntime session."""
+    return {i.name for i in sess.get_inputs()}
 
 
 def _as_dtype(a: object, dtype: str) -> np.ndarray:

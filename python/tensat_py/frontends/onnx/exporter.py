@@ -8,9 +8,11 @@ node's translation, with its inputs as holes, matches there) is written as that 
 initializers (or ``Constant`` nodes) of the same names; only what the optimiser changed
 goes through the operators' ``to_onnx``. An unchanged graph is therefore written as the
 source model's nodes and initializers (equal initializers once), with the source's graph
-name and producer, never larger. What ``to_onnx`` wrote then goes through the export-time
-fusions of :mod:`.peephole` (``Pad`` + ``Conv``, flattened ``MatMul``), which leave the
-source's nodes alone.
+name and producer, never larger; and one marked ``meta[WRITE_SOURCE]`` (an input
+:func:`tensat_py.optimize` kept because onnxruntime ran its source model faster than this
+export) as the source model itself (:func:`source_model`). What ``to_onnx`` wrote then
+goes through the export-time fusions of :mod:`.peephole` (``Pad`` + ``Conv``, flattened
+``MatMul``), which leave the source's nodes alone.
 
 The model has the original inputs and outputs (names, element types, the static shapes
 the graph was loaded with), the source model's opset imports and local functions, its IR
@@ -84,10 +86,14 @@ from tensat_py.frontends.onnx.common import (
 )
 from tensat_py.frontends.onnx.importer import OnnxSource, _default_opset_of
 from tensat_py.frontends.onnx.payload import OnnxOpaque, rename_values
-from tensat_py.frontends.onnx.regions import Match, Matcher
+from tensat_py.frontends.onnx.regions import Match, Matcher, lookup_keys
 from tensat_py.graph import OPAQUE, Graph, TensorType
 
-__all__ = ["Writer", "to_model", "save"]
+__all__ = ["WRITE_SOURCE", "Writer", "source_model", "to_model", "save"]
+
+#: ``Graph.meta`` key: write the source model itself for this (unchanged) program
+#: (:func:`source_model`).
+WRITE_SOURCE = "onnx_write_source"
 
 #: Constants up to this many bytes are shared between equal ``w.const`` calls.
 _SHARE_BYTES = 1 << 12
@@ -630,7 +636,9 @@ def to_model(
             ``graph.meta`` does not carry it.
         opset: default-domain opset for a graph without a source model (17); a graph from
             ONNX keeps its model's opsets, IR version and functions.
-        check: run ``onnx.checker.check_model(model, full_check=True)``.
+        check: run ``onnx.checker.check_model(model, full_check=True)`` (a source model
+            written for ``meta[WRITE_SOURCE]`` that fails it is not written: the graph is
+            exported instead).
 
     Raises:
         OnnxError: a weight without a value, an operator without an ONNX form, an opaque
@@ -673,24 +681,68 @@ def to_model(
                 fns.setdefault((f.domain, f.name), f)
             ir_version = max(ir_version, p.ir_version)
         functions = tuple(fns.values())
-    model = _Exporter(graph, values, src, default).run(opsets, ir_version, functions)
-    lowest = runnable_ir_version(model)
-    if lowest < model.ir_version:
-        # Written under the lowest IR version its opsets need (onnxruntime refuses newer
-        # ones it does not know), unless the checker says it uses a newer IR's features.
-        try:
-            lowered = onnx.ModelProto()
-            lowered.CopyFrom(model)
-            lowered.ir_version = lowest
-            onnx.checker.check_model(lowered)
-            model = lowered
-        except Exception:  # the checker's ValidationError (and friends): keep the own one
-            pass
+    if graph.meta.get(WRITE_SOURCE) and not values:
+        kept = source_model(graph, source=source)
+        if kept is not None and (not check or _passes_checker(kept)):
+            return kept
+    model = _lowered(_Exporter(graph, values, src, default).run(opsets, ir_version, functions))
     if check:
         try:
             onnx.checker.check_model(model, full_check=True)
         except Exception as e:
             raise OnnxError(f"the exported model fails the ONNX checker: {e}") from None
+    return model
+
+
+def source_model(
+    graph: Graph, *, source: Graph | OnnxSource | None = None
+) -> onnx.ModelProto | None:
+    """The model ``graph`` was loaded from, as :func:`~.importer.load` was given it
+    (symbolic dimensions, shape sub-graphs, ``Identity`` nodes and all; under the lowest IR
+    version onnxruntime needs), when ``graph`` still computes what it computes term for
+    term (its outputs have the imported graph's structural keys, up to the order of a
+    commutative operator's operands); else None.
+
+    :func:`tensat_py.optimize` marks an input it keeps with ``meta[WRITE_SOURCE]`` when
+    onnxruntime ran this model faster than the input's export (confirmation), and
+    :func:`to_model` then writes it instead of re-exporting the program.
+
+    Args:
+        graph: a program, typically one :func:`~.importer.load` returned.
+        source: as for :func:`to_model`, when ``graph.meta`` lacks the ONNX source.
+    """
+    src = source.meta.get("onnx") if isinstance(source, Graph) else source
+    if src is None:
+        src = graph.meta.get("onnx")
+    if src is None or src.original is None or not src.output_keys:
+        return None
+    keys = lookup_keys(graph, src.key_table)
+    if tuple(keys[o] for o in graph.outputs) != src.output_keys:
+        return None
+    model = onnx.ModelProto()
+    model.CopyFrom(src.original)
+    return _lowered(model)
+
+
+def _passes_checker(model: onnx.ModelProto) -> bool:
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception:  # the checker's ValidationError, shape inference errors
+        return False
+    return True
+
+
+def _lowered(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model``, set in place to the lowest IR version its opsets need (onnxruntime
+    refuses newer ones it does not know; :func:`~.common.runnable_ir_version`) unless the
+    checker says it uses a newer IR's features."""
+    own, lowest = model.ir_version, runnable_ir_version(model)
+    if lowest < own:
+        model.ir_version = lowest
+        try:
+            onnx.checker.check_model(model)
+        except Exception:  # the checker's ValidationError (and friends): keep the own one
+            model.ir_version = own
     return model
 
 

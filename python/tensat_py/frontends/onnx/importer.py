@@ -140,6 +140,10 @@ class OnnxSource:
         constant_nodes: the ``Constant`` nodes whose values became initializers, by output
             name (written back as they were).
         graph_name, producer_name, producer_version: the model's (written back).
+        original: the model as :func:`load` was given it (before ``input_shapes`` and
+            shape folding), written back as it is when the program is unchanged.
+        output_keys: the structural keys of the imported graph's outputs: a graph whose
+            outputs have these keys computes the same values (:func:`~.regions.lookup_keys`).
     """
 
     initializers: dict[str, TensorProto]
@@ -157,6 +161,8 @@ class OnnxSource:
     graph_name: str = ""
     producer_name: str = ""
     producer_version: str = ""
+    original: onnx.ModelProto | None = field(default=None, repr=False)
+    output_keys: tuple[int, ...] = ()
     _arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
@@ -731,6 +737,7 @@ class Importer:
             graph_name=gr.name,
             producer_name=self.model.producer_name,
             producer_version=self.model.producer_version,
+            output_keys=tuple(keys[o] for o in outs),
         )
         return self.graph
 
@@ -775,6 +782,7 @@ def load(
             model = onnx.load(str(source))
         except Exception as e:
             raise OnnxError(f"{where}: not a readable ONNX model ({e})") from None
+    original = model
     opset = _default_opset_of(model.opset_import)
     if opset < MIN_OPSET:
         try:
@@ -786,6 +794,9 @@ def load(
                 f"{where}: opset {opset} is older than {MIN_OPSET} and could not be converted ({e})"
             ) from None
     if input_shapes:
+        if model is original:
+            model = onnx.ModelProto()
+            model.CopyFrom(original)
         names = {vi.name for vi in model.graph.input}
         for name, dims in input_shapes.items():
             if name not in names:
@@ -803,7 +814,9 @@ def load(
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:
         raise OnnxError(f"{where}: ONNX shape inference failed: {e}") from None
-    return Importer(model, where, importers).run()
+    graph = Importer(model, where, importers).run()
+    graph.meta["onnx"].original = original
+    return graph
 
 
 def fold_shapes(model: onnx.ModelProto, where: str = "model") -> onnx.ModelProto:
