@@ -6,7 +6,12 @@ import pytest
 from tensat_py import _core
 from tensat_py.builder import GraphBuilder
 from tensat_py.cost.base import graph_contexts
-from tensat_py.cost.profile import BANDWIDTH_SIDES, Measurement, ProfileCostModel
+from tensat_py.cost.profile import (
+    BANDWIDTH_ROUNDS,
+    BANDWIDTH_SIDES,
+    Measurement,
+    ProfileCostModel,
+)
 from tensat_py.cost.residency import (
     BandwidthCurve,
     cold_adjust,
@@ -54,8 +59,9 @@ def _model(tmp_path, llc: int) -> ProfileCostModel:
 
 def _bandwidth(m: ProfileCostModel) -> float:
     """The model's bandwidth at 1 MiB, which the fake calibration fixes exactly."""
-    assert [n for n, _ in m.backend.streams] == list(BANDWIDTH_SIDES)  # calibrated once
-    (count,) = [c for n, c in m.backend.streams if n == 512]
+    # calibrated once: every size once per round, the sizes interleaved
+    assert [n for n, _ in m.backend.streams] == list(BANDWIDTH_SIDES) * BANDWIDTH_ROUNDS
+    (count,) = {c for n, c in m.backend.streams if n == 512}
     bw = count * 512 * 512 * 4 / STREAM
     assert m.bandwidth()(1 << 20) == bw
     return bw
@@ -95,7 +101,8 @@ def test_the_bandwidth_is_calibrated_once_per_device_and_cached(tmp_path):
     a.graph_cost(_matmul_graph())
     b = _model(tmp_path, llc=512 << 10)  # another process, same cache file
     b.graph_cost(_matmul_graph())
-    assert len(a.backend.streams) == len(BANDWIDTH_SIDES) and b.backend.streams == []
+    assert len(a.backend.streams) == len(BANDWIDTH_SIDES) * BANDWIDTH_ROUNDS
+    assert b.backend.streams == []
     assert b.bandwidth().points == a.bandwidth().points
 
 
@@ -112,3 +119,34 @@ def test_bigger_weights_stream_faster_where_the_calibration_says_so():
     assert curve(1) == 10e9 and curve(1 << 40) == 20e9  # constant beyond the points
     with pytest.raises(ValueError, match="positive"):
         BandwidthCurve([])
+
+
+class NoisyBackend(FakeBackend):
+    """The chain at 1 MiB (n = 512) and 4 MiB (n = 1024) timed in turn: one slow moment
+    (the second round at 4 MiB takes 3x), and 4 MiB otherwise slower per byte than 1 MiB
+    by a small margin (noise that would invert a merge's price)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = {n: 0 for n in BANDWIDTH_SIDES}
+
+    def weight_stream(self, n: int, count: int) -> Measurement:
+        self.streams.append((n, count))
+        k = self.calls[n]
+        self.calls[n] += 1
+        rate = {256: 10e9, 512: 20e9, 1024: 19e9, 2048: 30e9}[n]
+        if n == 1024 and k == 1:
+            rate /= 3
+        seconds = count * n * n * 4 / rate
+        return Measurement(seconds, 0.0, 1, seconds)
+
+
+def test_the_bandwidth_is_the_median_of_interleaved_rounds_and_never_falls_with_size(tmp_path):
+    m = ProfileCostModel("cpu", backend=NoisyBackend(), db=tmp_path / "p.sqlite")
+    m.llc = 512 << 10
+    curve = m.bandwidth()
+    assert [n for n, _ in m.backend.streams] == list(BANDWIDTH_SIDES) * BANDWIDTH_ROUNDS
+    rates = [bw for _, bw in curve.points]
+    # the slow round is outvoted; 19 GB/s at 4 MiB after 20 at 1 MiB is pooled to 19.5
+    assert rates == pytest.approx([10e9, 19.5e9, 19.5e9, 30e9])
+    assert rates == sorted(rates)

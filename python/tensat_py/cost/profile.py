@@ -63,7 +63,12 @@ from tensat_py import ops
 from tensat_py.cost import layout
 from tensat_py.cost.base import OpCostModel, biased_conv, opdef, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
-from tensat_py.cost.residency import BandwidthCurve, ColdWeights, last_level_cache_bytes
+from tensat_py.cost.residency import (
+    BandwidthCurve,
+    ColdWeights,
+    last_level_cache_bytes,
+    non_decreasing,
+)
 from tensat_py.graph import Graph, TensorType
 
 __all__ = [
@@ -95,23 +100,30 @@ OVERHEAD_SIGNATURE = '{"calibration":"onnxruntime call overhead"}'
 BANDWIDTH_SIGNATURE = '{"calibration":"memory bandwidth"'
 #: Matrix sides ``n`` of the bandwidth calibration's ``n x n`` float32 weights.
 BANDWIDTH_SIDES = (256, 512, 1024, 2048)
+#: Rounds of the bandwidth calibration: every size is timed once per round, the sizes
+#: interleaved, and each size's figure is the median over rounds. Memory bandwidth on a
+#: shared machine drifts from minute to minute (one calibration of this 2-core machine gave
+#: 21.6 GB/s at 4 MiB and 24.3 at 1 MiB, the next three rounds 30-33 and 27-28), and a merge
+#: pays or not by the ratio between sizes, which one slow moment inverts.
+BANDWIDTH_ROUNDS = 3
 
 
 def bandwidth_signature(n: int) -> str:
-    """The cache signature of the bandwidth calibration at ``n x n`` float32 weights."""
-    return f'{BANDWIDTH_SIGNATURE},"n":{int(n)}}}'
+    """The cache signature of the bandwidth calibration at ``n x n`` float32 weights (the
+    round count is part of it: a calibration of another protocol is not reused)."""
+    return f'{BANDWIDTH_SIGNATURE},"n":{int(n)},"rounds":{BANDWIDTH_ROUNDS}}}'
 
 
 def cached_bandwidth(db: ProfileDatabase, fp: str) -> BandwidthCurve | None:
     """The bandwidth curve the cache holds for device ``fp`` (one point per
-    :data:`BANDWIDTH_SIDES` entry), or ``None`` while any point is missing."""
+    :data:`BANDWIDTH_SIDES` entry, made non-decreasing in the weight's size:
+    :func:`~.residency.non_decreasing`), or ``None`` while any point is missing."""
     sigs = [bandwidth_signature(n) for n in BANDWIDTH_SIDES]
     got = db.get(fp, sigs)
     if not all(s in got for s in sigs):
         return None
-    return BandwidthCurve(
-        [(n * n * 4, got[s].low) for n, s in zip(BANDWIDTH_SIDES, sigs, strict=True)]
-    )
+    rates = non_decreasing([got[s].low for s in sigs])
+    return BandwidthCurve([(n * n * 4, r) for n, r in zip(BANDWIDTH_SIDES, rates, strict=True)])
 
 
 def figure(low: float, call: float, per_node: float) -> float:
@@ -897,8 +909,9 @@ class ProfileCostModel(ColdWeights, OpCostModel):
         """Memory bandwidth by weight size as a program's weights see it on this backend,
         calibrated once per device (cached): for each ``n`` of :data:`BANDWIDTH_SIDES`, a
         chain of ``1 x n`` by ``n x n`` float32 matmuls whose distinct weights hold four
-        times the last-level cache, their bytes over the chain's lower-quartile time;
-        ``None`` for a backend without ``weight_stream``."""
+        times the last-level cache, their bytes over the chain's lower-quartile time, the
+        median of :data:`BANDWIDTH_ROUNDS` interleaved rounds; ``None`` for a backend
+        without ``weight_stream``."""
         if self._bandwidth is not None:
             return self._bandwidth
         stream = getattr(self.backend, "weight_stream", None)
@@ -907,15 +920,17 @@ class ProfileCostModel(ColdWeights, OpCostModel):
         curve = cached_bandwidth(self.db, self.fingerprint)
         if curve is None:
             have = self.db.get(self.fingerprint, [bandwidth_signature(n) for n in BANDWIDTH_SIDES])
-            for n in BANDWIDTH_SIDES:
-                sig = bandwidth_signature(n)
-                if sig not in have:
+            sides = [n for n in BANDWIDTH_SIDES if bandwidth_signature(n) not in have]
+            rates: dict[int, list[float]] = {n: [] for n in sides}
+            for _ in range(BANDWIDTH_ROUNDS):
+                for n in sides:
                     count = -(-4 * self.llc // (n * n * 4))
-                    m = stream(n, count)
-                    bw = count * n * n * 4 / m.low
-                    self.db.put(
-                        self.fingerprint, [Record(sig, "__bandwidth__", bw, 0.0, m.reps, bw)]
-                    )
+                    rates[n].append(count * n * n * 4 / stream(n, count).low)
+            for n in sides:
+                bw = statistics.median(rates[n])
+                spread = max(rates[n]) - min(rates[n])
+                rec = Record(bandwidth_signature(n), "__bandwidth__", bw, spread, len(rates[n]), bw)
+                self.db.put(self.fingerprint, [rec])
             curve = cached_bandwidth(self.db, self.fingerprint)
         self._bandwidth = curve
         return curve

@@ -45,6 +45,7 @@ __all__ = [
     "export_weight_bytes",
     "graph_weight_bytes",
     "last_level_cache_bytes",
+    "non_decreasing",
     "streamed_bytes",
 ]
 
@@ -115,6 +116,27 @@ def streamed_bytes(ctx: ops.OpContext) -> int:
         for t, c in zip(ctx.inputs, operand_flags(ctx), strict=True)
         if c and isinstance(t, TensorType)
     )
+
+
+def non_decreasing(values: Sequence[float]) -> list[float]:
+    """The least-squares non-decreasing fit of ``values`` (pool adjacent violators: a run
+    that decreases is replaced by its mean). Streaming a weight of ``s`` bytes takes
+    ``o + s / B`` (a fixed cost per operator, then the bytes at the memory's rate ``B``),
+    so the rate ``s / t`` cannot fall as weights grow; a measured point below a smaller
+    size's is noise.
+
+    Example:
+        >>> non_decreasing([10.0, 20.0, 18.0, 30.0])
+        [10.0, 19.0, 19.0, 30.0]
+    """
+    blocks: list[list[float]] = []  # [sum, count]
+    for v in values:
+        blocks.append([float(v), 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    return [b[0] / b[1] for b in blocks for _ in range(int(b[1]))]
 
 
 class BandwidthCurve:
