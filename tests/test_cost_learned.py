@@ -167,3 +167,25 @@ def test_a_matmul_with_its_activation_is_priced_as_the_matmul_then_the_activatio
     a, b, c = model.costs([plain, fused, relu])
     assert c > 0
     assert b == pytest.approx(a + c)
+
+
+@needs_lgb
+def test_a_bandwidth_calibrated_after_the_model_was_built_is_used(cache):
+    from tensat_py.cost import get_cost_model
+    from tensat_py.cost.profile import BANDWIDTH_SIDES, bandwidth_signature
+
+    db = ProfileDatabase()
+    fp = _cpu_fp()
+    _fill(db, fp, SIZES)
+    model = get_cost_model("learned", "cpu")
+    assert model.bandwidth() is None  # nothing calibrated yet: no cold weights
+    rate = 1e9
+    db.put(
+        fp,
+        [
+            Record(bandwidth_signature(n), "__bandwidth__", rate, 0.0, 3, rate)
+            for n in BANDWIDTH_SIDES
+        ],
+    )  # as `profile` calibrating in the same process would
+    curve = model.bandwidth()
+    assert curve is not None and curve(1 << 20) == rate

@@ -442,6 +442,9 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         measured: the profile cache whose figures price the signatures it holds (as
             ``profile`` would: lower quartile less the call overhead), or ``None`` to
             predict every operator (the trees alone, as validated by the held-out check).
+        cache: the profile cache to read the bandwidth from when it is first needed and
+            ``bandwidth`` is ``None`` (a curve ``profile`` or ``tensat profile`` calibrates
+            after this model was built is used, as in one process pricing with both).
     """
 
     name = "learned"
@@ -458,8 +461,10 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         bandwidth: BandwidthCurve | None = None,
         nchwc: tuple[int, layout.ReorderRates] | None = None,
         measured: ProfileDatabase | None = None,
+        cache: ProfileDatabase | None = None,
     ) -> None:
         self.predictor = predictor
+        self._cache = cache
         self.nchwc = nchwc
         self.measured = measured
         self._figures: dict[str, float | None] = {}
@@ -522,10 +527,14 @@ class LearnedCostModel(ColdWeights, OpCostModel):
             bandwidth=cached_bandwidth(database, fp),
             nchwc=(int(block.low), rates) if block is not None and rates.rate else None,
             measured=database if measured else None,
+            cache=database,
         )
 
     def bandwidth(self) -> BandwidthCurve | None:
-        """Memory bandwidth by weight size from the profile cache, or ``None``."""
+        """Memory bandwidth by weight size from the profile cache (read again while none
+        is calibrated), or ``None``."""
+        if self._bandwidth is None and self._cache is not None:
+            self._bandwidth = cached_bandwidth(self._cache, self.fingerprint)
         return self._bandwidth
 
     def costs(self, ctxs: Sequence[ops.OpContext]) -> list[float]:
