@@ -408,3 +408,33 @@ def test_missing_keeps_the_context_that_carries_the_graph(cache, tmp_path):
     bare = dataclasses.replace(own, graph=None)  # as an e-graph export gives it
     (todo,) = ProfileCostModel("cpu").missing([own, bare])
     assert todo.graph is g
+
+
+def _conv_read_by_biases(readers: int):
+    """A convolution whose output ``readers`` sums with constant per-channel biases read,
+    each sum a program output."""
+    b = GraphBuilder()
+    x = b.input((1, 8, 8, 8), "x")
+    conv = b.conv2d(x, b.weight((8, 8, 3, 3), "w"), stride=1, padding="same")
+    return b.finish([b.op("add", conv, b.weight((8, 1, 1), f"bias{k}")) for k in range(readers)])
+
+
+@pytest.mark.parametrize("readers", [1, 2])
+def test_nothing_fuses_into_a_convolution_that_several_nodes_read(tmp_path, readers):
+    import onnx
+    import onnxruntime as ort
+    from tensat_py.cost.profile import ort_fused
+    from tensat_py.frontends.onnx import to_model
+
+    g = _conv_read_by_biases(readers)
+    fused = [ort_fused(c) for c in graph_contexts(g) if c.op == "add"]
+    assert fused == [readers == 1] * readers
+    # onnxruntime agrees: its optimised graph keeps an Add per bias unless one reads the conv.
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    opts.log_severity_level = 3
+    model = to_model(g, weights="random")
+    ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    adds = [n for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node if n.op_type == "Add"]
+    assert len(adds) == (0 if readers == 1 else readers)

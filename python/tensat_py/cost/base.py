@@ -43,6 +43,7 @@ __all__ = [
     "producer_label",
     "channel_bias",
     "biased_conv",
+    "SHARED",
 ]
 
 
@@ -82,6 +83,13 @@ class CostContext(ops.OpContext):
 #: Operators whose labels also name what produces their operands (one level).
 _SUM_OPS = frozenset({"ewadd", "add"})
 
+#: Producer label of an operand that other nodes (or the program's outputs) read too: a
+#: runtime fuses a node into its producer only when it is that producer's sole reader
+#: (onnxruntime's Conv+Add, Conv+activation and MatMul+Add fusions all require it), so a
+#: measured model fuses nothing into a producer labelled so. Only a concrete program
+#: (:func:`graph_contexts`) knows its readers; an e-graph's contexts never carry it.
+SHARED = "shared"
+
 
 def producer_label(op: str, params: Mapping[str, Any]) -> str:
     """``op``, or ``op+act`` when it carries a non-zero ``act`` parameter (an activation
@@ -91,12 +99,14 @@ def producer_label(op: str, params: Mapping[str, Any]) -> str:
 
 def _labels(op: str, params: Mapping[str, Any], operand_labels: Sequence[set[str]]) -> set[str]:
     """A node's labels: its own, plus ``ewadd<L`` for the labels L of an ``ewadd``/``add``
-    node's operands (a sum whose operand a convolution makes)."""
+    node's operands (a sum whose operand a convolution makes; none from an operand
+    labelled :data:`SHARED`, which the sum cannot fuse with)."""
     own = producer_label(op, params)
     out = {own}
     if op in _SUM_OPS:
         for labels in operand_labels:
-            out.update(f"{own}<{lab}" for lab in labels if "<" not in lab)
+            if SHARED not in labels:
+                out.update(f"{own}<{lab}" for lab in labels if "<" not in lab)
     return out
 
 
@@ -122,7 +132,7 @@ def biased_conv(
     if len(operands) != 2:
         return False
     for (labels, _, _), (_, const, shape) in (operands, operands[::-1]):
-        if "conv2d" in labels and const and channel_bias(shape, out):
+        if "conv2d" in labels and SHARED not in labels and const and channel_bias(shape, out):
             return True
     return False
 
@@ -231,12 +241,23 @@ def opdef(op: str, model: str = "cost model") -> ops.OpDef:
 
 
 def graph_contexts(graph: Graph) -> list[CostContext]:
-    """The contexts of the nodes some output of ``graph`` depends on, in node order."""
+    """The contexts of the nodes some output of ``graph`` depends on, in node order. An
+    operand that more than one live node reads, or that is also a program output, carries
+    the :data:`SHARED` label: nothing fuses into its producer."""
     keep = graph.live()
+    readers = [0] * len(graph.nodes)
+    for nid, node in enumerate(graph.nodes):
+        if keep[nid]:
+            for i in set(node.inputs):
+                readers[i] += 1
+    for o in set(graph.outputs):
+        readers[o] += 1
     out: list[CostContext] = []
     labels: list[set[str]] = []
-    for node in graph.nodes:
+    for nid, node in enumerate(graph.nodes):
         labels.append(_labels(node.op, node.params, [labels[i] for i in node.inputs]))
+        if readers[nid] > 1:
+            labels[-1].add(SHARED)
         if node.op in _SUM_OPS and biased_conv(
             [
                 (labels[i], graph.nodes[i].constant, _shape_of(graph.nodes[i].type))

@@ -61,7 +61,7 @@ import numpy as np
 
 from tensat_py import ops
 from tensat_py.cost import layout
-from tensat_py.cost.base import OpCostModel, biased_conv, opdef, operand_flags
+from tensat_py.cost.base import SHARED, OpCostModel, biased_conv, opdef, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.residency import (
     BandwidthCurve,
@@ -771,11 +771,14 @@ def ort_fused(ctx: ops.OpContext) -> bool:
       for what follows (``cost.base`` labels it ``conv2d``), so an activation or a second
       sum after it fuses too, as ``Conv(B) -> Add -> Relu`` does.
 
-    In an e-graph an operand's class may hold several producers; any that fuses counts.
+    In an e-graph an operand's class may hold several producers; any that fuses counts. A
+    producer labelled :data:`~tensat_py.cost.base.SHARED` (in a program, read by more than
+    this node) fuses nothing.
     """
     prods = getattr(ctx, "producers", ())
     if not prods or not isinstance(ctx.output, TensorType):
         return False
+    prods = tuple(frozenset() if SHARED in p else p for p in prods)
     nd = len(ctx.output.shape)
     if ctx.op in ORT_ACTIVATIONS and len(prods) >= 1:
         conv = {"conv2d", "ewadd<conv2d", "add<conv2d"}
