@@ -3,7 +3,9 @@
 A rule that mentions a knossos operator (or, in a Knossos rule file, scalar arithmetic) is
 instantiated with Knossos terms: each term variable is drawn from typed variables and
 small terms (``(var v0 Float)``, ``(var v1 Vec<Float>)``, a lambda over Integer, ...),
-each symbol variable from variable names or types. An instance counts when the Rust core
+each symbol variable from what its position holds: variable names, types, the names of a
+few ``Float`` functions of one to four arguments that the instances' program defines (for
+``call``), ``float64`` (for ``cast``). An instance counts when the Rust core
 applies the rule to it (its conditions, free variables included, are the core's), both
 sides type-check and the evaluator runs them; both sides are then evaluated
 (:mod:`tensat_py.frontends.knossos.evaluate`) on the same random values of the free
@@ -47,6 +49,28 @@ _TERMS = [
 ]
 _NAMES = ["x", "y", "i"]
 _TYPES = ["Float", "Integer"]
+#: Functions a ``call`` in an instance may name, by arity: ``Float -> Float`` sums and
+#: products of their arguments (defined in the program the instances are evaluated in).
+_FUNCTIONS = {
+    "f1": ("(a0)", "(mul (var a0 Float) (var a0 Float))"),
+    "f2": ("(a0 a1)", "(sub (var a0 Float) (mul (var a1 Float) (var a1 Float)))"),
+    "f3": ("(a0 a1 a2)", "(add (mul (var a0 Float) (var a1 Float)) (var a2 Float))"),
+    "f4": (
+        "(a0 a1 a2 a3)",
+        "(add (mul (var a0 Float) (var a1 Float)) (mul (var a2 Float) (var a3 Float)))",
+    ),
+}
+#: What a symbol variable stands for, by its operator and operand position: a variable's
+#: name or type (``var``, ``let``, ``lam``), a called function and its return type
+#: (``call``), a dtype (``cast``: the evaluator casts to float, so ``float64``).
+_SYM_KINDS = {
+    "var": {1: "name", 2: "type"},
+    "let": {1: "name"},
+    "lam": {1: "name", 2: "type"},
+    "call": {1: "function", 2: "type"},
+    "cast": {2: "dtype"},
+}
+_SYMBOLS = {"name": _NAMES, "type": _TYPES, "function": list(_FUNCTIONS), "dtype": ["float64"]}
 
 
 def _ops(term: Any) -> set[str]:
@@ -96,7 +120,7 @@ def check_ks_rule(
     """Fill ``res`` (a ``RuleResult``) for a knossos rule; see the module docstring."""
     from tensat_py.frontends.knossos import evaluate as ev
     from tensat_py.frontends.knossos.lower import parse_type_text, raise_term
-    from tensat_py.frontends.knossos.syntax import Def, Program
+    from tensat_py.frontends.knossos.syntax import Def
 
     name = described[0]
     conds = ruleset.conditions(index)
@@ -104,14 +128,19 @@ def check_ks_rule(
     if conds:
         text += " if " + " and ".join(conds)
     one = _core.RuleSet.parse(text, "<check>")
+    prog = _program()
     variables = sorted({v for t in sources for v in _vars(t)})
-    sym_vars = {v for t in sources for v in _sym_vars(t)}
+    kinds: dict[str, list[str]] = {}
+    for t in sources:
+        for v, kind in _sym_vars(t):
+            kinds.setdefault(v, [])
+            kinds[v] += [x for x in _SYMBOLS[kind] if x not in kinds[v]]
     rnd = random.Random(seed)
     done = tried = 0
     choices = []
     for v in variables:
-        if v in sym_vars:
-            choices.append(_NAMES + _TYPES)
+        if v in kinds:
+            choices.append(kinds[v])
         else:
             choices.append([t for t, _ in _TERMS] + ["1", "2"])
     total = 1
@@ -141,7 +170,6 @@ def check_ks_rule(
             if t in combo:
                 free.update(fv)
         params = tuple((n, parse_type_text(ty)) for n, ty in sorted(free.items()))
-        prog = Program([])
         try:
             args = [ev.random_value(t, rng) for _, t in params]
             want = ev.evaluate(prog, Def("s", params[0][1] if params else None, params, a), args)  # type: ignore[arg-type]
@@ -176,16 +204,27 @@ def _vars(t: Any) -> list[str]:
     return [t] if isinstance(t, str) and t.startswith("?") else []
 
 
-# Operand positions holding symbols: var/let/lam name and type, call name and type.
-_SYM_POS = {"var": (1, 2), "let": (1,), "lam": (1, 2), "call": (1, 2), "cast": (2,)}
-
-
-def _sym_vars(t: Any) -> list[str]:
+def _sym_vars(t: Any) -> list[tuple[str, str]]:
+    """The symbol variables of pattern ``t`` with what each stands for (:data:`_SYM_KINDS`)."""
     if not isinstance(t, tuple):
         return []
     out = []
     for i, c in enumerate(t[1:], start=1):
-        if i in _SYM_POS.get(t[0], ()) and isinstance(c, str) and c.startswith("?"):
-            out.append(c)
+        kind = _SYM_KINDS.get(t[0], {}).get(i)
+        if kind is not None and isinstance(c, str) and c.startswith("?"):
+            out.append((c, kind))
         out += _sym_vars(c)
     return out
+
+
+def _program() -> Any:
+    """The program instances are evaluated in: the :data:`_FUNCTIONS` a ``call`` names."""
+    from tensat_py.frontends.knossos.lower import parse_type_text, raise_term
+    from tensat_py.frontends.knossos.syntax import Def, Program
+
+    flt = parse_type_text("Float")
+    defs = []
+    for name, (params, body) in _FUNCTIONS.items():
+        names = params.strip("()").split()
+        defs.append(Def(name, flt, tuple((n, flt) for n in names), raise_term(body)))
+    return Program(list(defs))
