@@ -147,3 +147,16 @@ def test_measured_speedup_times_the_source_model_of_an_onnx_input():
     plain = built.finish(built.relu(x))
     c = measured_speedup(plain, plain, budget=0.05, min_rounds=5, max_rounds=6)
     assert math.isnan(c.source_ms) and math.isnan(c.source_gain) and c.speedup > 0
+
+
+def test_a_source_model_onnxruntime_cannot_load_is_not_timed(monkeypatch):
+    from tensat_py.frontends.onnx import exporter
+    from tensat_py.runtime import ort_exec
+
+    g = tonnx.load(_source(), input_shapes=SHAPES)
+    broken = source_model(g)
+    broken.graph.node[-1].op_type = "NoSuchOperator"
+    monkeypatch.setattr(exporter, "source_model", lambda graph: broken)
+    assert ort_exec.source_session(g, ort_exec.feeds(g)) is None
+    c = measured_speedup(g, g, budget=0.05, min_rounds=5, max_rounds=5)
+    assert math.isnan(c.source_ms) and c.speedup > 0

@@ -41,7 +41,7 @@ class Confirmation:
         seconds: wall-clock seconds spent (sessions, warm-up and rounds).
         source_ms: median latency of the model the input was loaded from, as it was given
             (:func:`tensat_py.frontends.onnx.exporter.source_model`); NaN when not timed
-            (no ONNX source, or its export is that model already).
+            (:func:`~tensat_py.runtime.ort_exec.source_session` found none to run).
         source_gain: input-as-exported latency / source-model latency (median of per-round
             ratios; above 1: the source model as given runs faster than the export of the
             unchanged program, e.g. onnxruntime fuses it differently once shapes are

@@ -144,8 +144,8 @@ def source_session(
 ) -> tuple[Any, dict[str, np.ndarray]] | None:
     """A session running the model ``graph`` was loaded from, as it was given
     (:func:`tensat_py.frontends.onnx.exporter.source_model`), and its inputs from ``feeds``
-    (graph input names); None when there is no such model, or it needs an input ``feeds``
-    does not cover. Arguments as for :func:`prepare`."""
+    (graph input names); None when there is no such model, onnxruntime cannot load it, or
+    it needs an input ``feeds`` does not cover. Arguments as for :func:`prepare`."""
     from tensat_py.frontends.onnx.exporter import source_model
 
     model = source_model(graph)
@@ -160,7 +160,10 @@ def source_session(
         for i in graph.inputs()
         if graph.nodes[i].name in feeds
     }
-    sess = session(model, threads=threads, spinning=spinning)
+    try:
+        sess = session(model, threads=threads, spinning=spinning)
+    except Exception:  # onnxruntime refuses the model as given: it is not timed
+        return None
     if not _names(sess) <= inputs.keys():
         return None
     return sess, {k: v for k, v in inputs.items() if k in _names(sess)}
