@@ -161,7 +161,7 @@ def extract(
         )
     except (pulp.PulpSolverError, OSError) as e:
         # A missing or crashing solver binary: the greedy DAG answer stands.
-        return _result(problem, dag, "fallback-greedy", start, f"ILP solver {solver} failed: {e}")
+        return _result(problem, dag, "fallback-greedy", start, _solver_failure(solver, e))
     greedy_cost = problem.dag_cost(dag) if dag else math.inf
     extra = {
         "lower_bound": outcome.lower_bound,
@@ -228,3 +228,15 @@ def _result(
         gap=gap,
         **figures,
     )
+
+
+def _solver_failure(solver: str, error: BaseException) -> str:
+    """One line saying the ILP solver failed and why, without PuLP's advice to its own
+    users (``use msg=True``) and the binary's path: PuLP says only that the CBC process
+    exited with an error (it segfaults, for one, when its time limit falls inside the
+    processing of a MIP start on a large model)."""
+    text = str(error)
+    if "Error while trying to execute" in text:
+        text = "the CBC process exited with an error"
+    hint = "; solver='highs' may solve it" if solver == "cbc" else ""
+    return f"ILP solver {solver} failed: {text}; kept the greedy DAG answer{hint}"
