@@ -163,3 +163,53 @@ def test_highs_proves_the_reference_acyclic_files_optimal(name: str) -> None:
     assert r.status == "optimal"
     assert r.gap is not None and r.gap <= 1e-6
     assert extract(p, extractor="beam").cost >= r.cost - 1e-9
+
+
+# ----------------------------------------------------------------------------- critical path
+def test_the_critical_path_bound_never_exceeds_the_optimum_and_is_tight_on_a_chain() -> None:
+    from tensat_py.extract.bounds import critical_path_bound
+    from test_extract import random_problem
+
+    rng = random.Random(11)
+    for _ in range(40):
+        p = random_problem(rng, rng.randint(2, 5))
+        opt = brute_force(p)
+        assert critical_path_bound(p) <= opt + 1e-12, p
+    # A chain x -> f -> g (with a dearer alternative for f): the bound is the optimum.
+    chain = make([(0, [], 1), (1, [0], 2), (1, [0], 5), (2, [1], 3)], roots=[2])
+    assert critical_path_bound(chain) == brute_force(chain) == 6.0
+    # Two branches: the bound is the cheapest dearest path (a leaf of cost 3 for either
+    # branch), below the DAG cost that pays both branches.
+    assert critical_path_bound(SHARED) == 3.0 < brute_force(SHARED) == 5.0
+
+
+def test_a_forbidden_node_is_not_on_any_path() -> None:
+    from tensat_py.extract.bounds import critical_path_bound
+
+    chain = make([(0, [], 1), (1, [0], 2), (1, [0], 5), (2, [1], 3)], roots=[2], forbidden={1})
+    assert critical_path_bound(chain) == 9.0  # only f's dearer node is allowed
+
+
+def test_an_answer_meeting_the_critical_path_bound_is_proved_without_an_ilp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tensat_py.extract import ilp
+
+    def no_ilp(*args, **kwargs):
+        raise AssertionError("the ILP ran although the greedy answer was proved")
+
+    monkeypatch.setattr(ilp, "solve_ilp", no_ilp)
+    chain = make([(0, [], 1), (1, [0], 2), (1, [0], 5), (2, [1], 3)], roots=[2])
+    r = extract(chain, solver="highs")
+    assert r.status == "optimal" and r.cost == 6.0 and r.lower_bound == 6.0 and r.gap == 0.0
+    assert "critical-path" in r.message
+
+
+@pytest.mark.skipif(
+    not (DATA / "tensat_vgg.json").is_file(), reason="../shared/data/egraphs not present"
+)
+def test_tensat_vgg_is_proved_optimal() -> None:
+    p = load_json(DATA / "tensat_vgg.json")
+    r = extract(p, solver="highs", time_limit=10)
+    assert r.status == "optimal" and r.gap == 0.0
+    assert r.cost == pytest.approx(4.85076, rel=1e-5)  # the reference optimum (CPLEX, 10 h)

@@ -26,6 +26,10 @@ __all__ = ["ExtractionResult", "extract", "EXTRACTORS"]
 
 EXTRACTORS = ("greedy", "greedy-dag", "beam", "ilp")
 
+#: Relative slack within which an answer's cost meets a lower bound (the same node costs
+#: summed along a path and over a DAG differ by rounding).
+PROOF_SLACK = 1e-9
+
 
 @dataclass
 class ExtractionResult:
@@ -94,6 +98,7 @@ def extract(
     beam_width: int = 4,
     simplify: bool = True,
     decompose: bool = True,
+    path_bound: bool = True,
 ) -> ExtractionResult:
     """Extracts the cheapest program from an e-graph.
 
@@ -117,6 +122,10 @@ def extract(
             own class; :mod:`tensat_py.extract.simplify`); pruning always happens.
         decompose: split the ILP at dominator cuts into independent pieces, solved several
             at once and proved one by one (:mod:`tensat_py.extract.decompose`).
+        path_bound: use the critical-path lower bound
+            (:func:`tensat_py.extract.bounds.critical_path_bound`): a greedy DAG answer
+            that meets it is optimal without an ILP, and it joins the ILP's own bound.
+            ``False`` runs the ILP alone (to measure it).
 
     Returns:
         an :class:`ExtractionResult`; its choice is acyclic and never costlier than the
@@ -144,7 +153,22 @@ def extract(
 
     import pulp
 
+    from tensat_py.extract.bounds import critical_path_bound
     from tensat_py.extract.ilp import solve_ilp
+
+    path = critical_path_bound(problem) if path_bound else 0.0
+    greedy_cost = problem.dag_cost(dag) if dag else math.inf
+    if path_bound and dag and greedy_cost <= path * (1 + PROOF_SLACK):
+        # The greedy DAG answer already meets the critical-path bound: proved, no ILP.
+        return _result(
+            problem,
+            dag,
+            "optimal",
+            start,
+            f"greedy DAG cost {greedy_cost:.6g} meets the critical-path lower bound; no ILP",
+            lower_bound=path,
+            stats={"path_bound": path},
+        )
 
     mode = cycle_constraints or "lazy"
     try:
@@ -162,13 +186,16 @@ def extract(
     except (pulp.PulpSolverError, OSError) as e:
         # A missing or crashing solver binary: the greedy DAG answer stands.
         return _result(problem, dag, "fallback-greedy", start, _solver_failure(solver, e))
-    greedy_cost = problem.dag_cost(dag) if dag else math.inf
     extra = {
-        "lower_bound": outcome.lower_bound,
+        "lower_bound": (
+            max(outcome.lower_bound or 0.0, path)
+            if path_bound and math.isfinite(path)
+            else outcome.lower_bound
+        ),
         "build_seconds": outcome.build_seconds,
         "solve_seconds": outcome.solve_seconds,
         "simplify_seconds": outcome.simplify_seconds,
-        "stats": outcome.stats,
+        "stats": {**outcome.stats, "path_bound": path},
     }
     if outcome.choices is None:
         return _result(
@@ -195,7 +222,10 @@ def extract(
             f"ILP ({outcome.status}) cost {ilp_cost:.6g} > greedy DAG {greedy_cost:.6g}",
             **extra,
         )
-    return _result(problem, outcome.choices, outcome.status, start, outcome.message, **extra)
+    status, message = outcome.status, outcome.message
+    if path_bound and status != "optimal" and ilp_cost <= path * (1 + PROOF_SLACK):
+        status, message = "optimal", f"{message}; proved by the critical-path lower bound"
+    return _result(problem, outcome.choices, status, start, message, **extra)
 
 
 def _result(
