@@ -524,7 +524,6 @@ class LearnedCostModel(ColdWeights, OpCostModel):
             overhead,
             rho,
             fusion=device.lower() == "cpu",
-            bandwidth=cached_bandwidth(database, fp),
             nchwc=(int(block.low), rates) if block is not None and rates.rate else None,
             measured=database if measured else None,
             cache=database,

@@ -156,9 +156,9 @@ def extract(
     from tensat_py.extract.bounds import critical_path_bound
     from tensat_py.extract.ilp import solve_ilp
 
-    path = critical_path_bound(problem) if path_bound else 0.0
+    path = critical_path_bound(problem) if path_bound else None
     greedy_cost = problem.dag_cost(dag) if dag else math.inf
-    if path_bound and dag and greedy_cost <= path * (1 + PROOF_SLACK):
+    if path is not None and dag and greedy_cost <= path * (1 + PROOF_SLACK):
         # The greedy DAG answer already meets the critical-path bound: proved, no ILP.
         return _result(
             problem,
@@ -186,16 +186,15 @@ def extract(
     except (pulp.PulpSolverError, OSError) as e:
         # A missing or crashing solver binary: the greedy DAG answer stands.
         return _result(problem, dag, "fallback-greedy", start, _solver_failure(solver, e))
+    lower = outcome.lower_bound
+    if path is not None and math.isfinite(path):
+        lower = max(lower or 0.0, path)
     extra = {
-        "lower_bound": (
-            max(outcome.lower_bound or 0.0, path)
-            if path_bound and math.isfinite(path)
-            else outcome.lower_bound
-        ),
+        "lower_bound": lower,
         "build_seconds": outcome.build_seconds,
         "solve_seconds": outcome.solve_seconds,
         "simplify_seconds": outcome.simplify_seconds,
-        "stats": {**outcome.stats, "path_bound": path},
+        "stats": outcome.stats if path is None else {**outcome.stats, "path_bound": path},
     }
     if outcome.choices is None:
         return _result(
@@ -223,7 +222,7 @@ def extract(
             **extra,
         )
     status, message = outcome.status, outcome.message
-    if path_bound and status != "optimal" and ilp_cost <= path * (1 + PROOF_SLACK):
+    if path is not None and status != "optimal" and ilp_cost <= path * (1 + PROOF_SLACK):
         status, message = "optimal", f"{message}; proved by the critical-path lower bound"
     return _result(problem, outcome.choices, status, start, message, **extra)
 

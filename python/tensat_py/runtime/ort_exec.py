@@ -124,19 +124,17 @@ def prepare(
     from tensat_py.frontends.onnx import to_model
 
     leaf_types = graph.leaf_types()
-    src = graph.meta.get("onnx") or (source.meta.get("onnx") if source is not None else None)
-    leaf = src.leaf_names if src is not None else {}
-    inputs = {}
-    for nid in graph.inputs():
-        name = graph.nodes[nid].name
-        if name not in feeds:
-            raise ValueError(f"no feed for input '{name}'")
-        inputs[leaf.get(name, name)] = _as_dtype(feeds[name], leaf_types[name].dtype)
     weight_names = {graph.nodes[i].name for i in graph.weights()}
     weights = {k: _as_dtype(v, leaf_types[k].dtype) for k, v in feeds.items() if k in weight_names}
     model = to_model(graph, weights=weights, source=source, check=False)
+    for nid in graph.inputs():
+        if graph.nodes[nid].name not in feeds:
+            raise ValueError(f"no feed for input '{graph.nodes[nid].name}'")
+    src = graph.meta.get("onnx") or (source.meta.get("onnx") if source is not None else None)
+    inputs = _onnx_inputs(graph, feeds, src)
     sess = session(model, threads=threads, spinning=spinning)
-    return sess, {k: v for k, v in inputs.items() if k in _names(sess)}
+    wanted = {i.name for i in sess.get_inputs()}
+    return sess, {k: v for k, v in inputs.items() if k in wanted}
 
 
 def source_session(
@@ -151,27 +149,25 @@ def source_session(
     model = source_model(graph)
     if model is None:
         return None
-    src = graph.meta["onnx"]
-    types = graph.leaf_types()
-    inputs = {
-        src.leaf_names.get(graph.nodes[i].name, graph.nodes[i].name): _as_dtype(
-            feeds[graph.nodes[i].name], types[graph.nodes[i].name].dtype
-        )
-        for i in graph.inputs()
-        if graph.nodes[i].name in feeds
-    }
+    inputs = _onnx_inputs(graph, feeds, graph.meta["onnx"])
     try:
         sess = session(model, threads=threads, spinning=spinning)
     except Exception:  # onnxruntime refuses the model as given: it is not timed
         return None
-    if not _names(sess) <= inputs.keys():
+    wanted = {i.name for i in sess.get_inputs()}
+    if not wanted <= inputs.keys():
         return None
-    return sess, {k: v for k, v in inputs.items() if k in _names(sess)}
+    return sess, {k: v for k, v in inputs.items() if k in wanted}
 
 
-def _names(sess: Any) -> set[str]:
-    """The input names of an onnxruntime session."""
-    return {i.name for i in sess.get_inputs()}
+def _onnx_inputs(graph: Graph, feeds: Mapping[str, np.ndarray], src: Any) -> dict[str, Any]:
+    """The graph inputs ``feeds`` holds, under their ONNX names (``src``: the graph's
+    :class:`~tensat_py.frontends.onnx.importer.OnnxSource`, or None) and cast to their
+    dtypes."""
+    leaf = src.leaf_names if src is not None else {}
+    types = graph.leaf_types()
+    names = (graph.nodes[i].name for i in graph.inputs())
+    return {leaf.get(n, n): _as_dtype(feeds[n], types[n].dtype) for n in names if n in feeds}
 
 
 def _as_dtype(a: object, dtype: str) -> np.ndarray:
