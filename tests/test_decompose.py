@@ -92,6 +92,29 @@ def test_piece_problem_prices_its_leaves() -> None:
     assert sorted(i for i in origin if i >= 0) == list(range(6, 12))
 
 
+def test_a_piece_meeting_its_critical_path_bound_needs_no_solver(monkeypatch) -> None:
+    import tensat_py.extract.ilp as ilp
+
+    # A chain piece, class 1 = {f(class 0 = x 1) 1 | g 2.5}, under block(2, [1]): its
+    # greedy answer 2 is its critical path, so only the top piece (greedy 6, critical
+    # path 3) needs HiGHS.
+    p = make([(0, [], 1), (1, [0], 1), (1, [], 2.5)] + block(2, [1]), roots=[5])
+    d = decompose(p, [True] * p.num_nodes, min_nodes=1)
+    assert {q.root for q in d.pieces} == {0, 1, 2, None}
+    assert [q.has_choice for q in d.pieces].count(True) == 2
+    calls = []
+    real = ilp._solve_highs
+    monkeypatch.setattr(ilp, "_solve_highs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    counted = {}
+    for path_bound in (True, False):
+        calls.clear()
+        r = extract(p, solver="highs", path_bound=path_bound)
+        assert (r.status, r.cost) == ("optimal", 6.0)
+        assert r.stats["pieces"] == 4
+        counted[path_bound] = len(calls)
+    assert counted == {True: 1, False: 2}
+
+
 def random_blocks(rng: random.Random, blocks: int) -> ExtractionProblem:
     """A chain of small random blocks, each reading the previous block's output."""
     nodes: list[tuple[int, list[int], float]] = []

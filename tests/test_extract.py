@@ -68,7 +68,8 @@ def test_ilp_cyclic(solver: str, mode: str, order_vars: str) -> None:
 def test_highs_ilp_without_a_warm_start_solves(mode: str) -> None:
     from tensat_py.extract.ilp import solve_ilp
 
-    out = solve_ilp(CYCLIC, solver="highs", cycle_constraints=mode, time_limit=10)
+    # path_bound=False: the solver itself (the critical-path bound proves a piece of it).
+    out = solve_ilp(CYCLIC, solver="highs", cycle_constraints=mode, time_limit=10, path_bound=False)
     assert out.rounds >= 1, out.message
     assert out.status == "optimal" and out.choices == {2: 4, 0: 1, 1: 3}
 

@@ -124,8 +124,9 @@ def extract(
             at once and proved one by one (:mod:`tensat_py.extract.decompose`).
         path_bound: use the critical-path lower bound
             (:func:`tensat_py.extract.bounds.critical_path_bound`): a greedy DAG answer
-            that meets it is optimal without an ILP, and it joins the ILP's own bound.
-            ``False`` runs the ILP alone (to measure it).
+            that meets it is optimal without an ILP, and it joins the ILP's own bound; so
+            does each piece's own bound in a decomposed ILP. ``False`` runs the ILP alone
+            (to measure it).
 
     Returns:
         an :class:`ExtractionResult`; its choice is acyclic and never costlier than the
@@ -182,6 +183,7 @@ def extract(
             search=search,
             simplify_graph=simplify,
             decompose=decompose,
+            path_bound=path_bound,
         )
     except (pulp.PulpSolverError, OSError) as e:
         # A missing or crashing solver binary: the greedy DAG answer stands.

@@ -66,6 +66,10 @@ RESERVE = 0.2
 #: Kept nodes below which a cut is merged into the piece above it.
 MIN_PIECE_NODES = 1
 
+#: Pieces with at most this many kept nodes are solved in the scheduling thread: handing
+#: them to a worker costs more than solving them.
+INLINE_NODES = 64
+
 
 @dataclass
 class Piece:
@@ -306,6 +310,7 @@ def solve_pieces(
     deadline: float,
     warm: dict[int, int] | None = None,
     workers: int | None = None,
+    path_proof: bool = True,
 ) -> IlpOutcome:
     """Solves the pieces, several at once, and joins their answers and bounds.
 
@@ -322,7 +327,9 @@ def solve_pieces(
     time left); a piece that finishes early leaves its time to the rest. A piece starts
     from the cheaper of the greedy DAG of its own problem and ``warm`` restricted to it. A
     piece whose classes have one node each has one extraction: it is taken as proved,
-    without a solver call.
+    without a solver call; so is a piece whose start meets the piece's critical-path lower
+    bound (:func:`tensat_py.extract.bounds.critical_path_bound`) when ``path_proof``. Pieces
+    of at most :data:`INLINE_NODES` kept nodes are solved in the calling thread.
 
     Args:
         problem: the e-graph.
@@ -332,6 +339,7 @@ def solve_pieces(
         deadline: ``time.perf_counter()`` value by which everything ends.
         warm: an acyclic choice of the whole problem (kept nodes only), or ``None``.
         workers: pieces solved at once (default: the CPUs this process may use, at most 4).
+        path_proof: try the critical-path bound on each piece before its solver call.
 
     Returns:
         an :class:`~tensat_py.extract.ilp.IlpOutcome` for the whole problem: the joined
@@ -393,10 +401,11 @@ def solve_pieces(
                 limit = min(remaining - reserve, max(2.0 * fair, 0.5))
                 left -= share
                 args = (problem, decomposition, q, _prices(k, pieces, index, free, full_cost))
-                if not q.has_choice:  # no solver, no thread
-                    done(k, _solve_one(*args, solve, limit, warm))
+                job = (*args, solve, limit, warm, path_proof)
+                if not q.has_choice or q.nodes <= INLINE_NODES:  # no thread
+                    done(k, _solve_one(*job))
                 else:
-                    running[pool.submit(_solve_one, *args, solve, limit, warm)] = k
+                    running[pool.submit(_solve_one, *job)] = k
             if running:
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in finished:
@@ -466,6 +475,7 @@ def _solve_one(
     solve: PieceSolver,
     limit: float,
     warm: dict[int, int] | None,
+    path_proof: bool = True,
 ) -> _Solved:
     """Builds and solves one piece's problem (see :func:`solve_pieces`)."""
     from tensat_py.extract.greedy import greedy_dag
@@ -479,13 +489,31 @@ def _solve_one(
         start = None
     else:
         start = _cheaper(sub, greedy_dag(sub), _restrict(sub, origin, problem, warm))
-        out = solve(sub, limit, start)
+        proof = _path_proof(sub, start) if path_proof else None
+        out = proof or solve(sub, limit, start)
     best = _cheaper(sub, out.choices, start)
     if best is None:
         return _Solved(None, math.inf, 0.0, out)
     cost = sub.dag_cost(best)
     mine = {origin[k]: None for k in best.values() if origin[k] >= 0}
     return _Solved({problem.node_eclass[i]: i for i in mine}, cost, min(out.lower_bound, cost), out)
+
+
+def _path_proof(sub: ExtractionProblem, start: dict[int, int] | None) -> IlpOutcome | None:
+    """``start`` as a proved answer when its cost meets the piece's critical-path bound
+    (:func:`tensat_py.extract.bounds.critical_path_bound`), else None: most small pieces
+    (a few alternatives on a chain) are proved this way, without a solver call."""
+    from tensat_py.extract import PROOF_SLACK
+    from tensat_py.extract.bounds import critical_path_bound
+    from tensat_py.extract.ilp import IlpOutcome
+
+    if start is None:
+        return None
+    bound = critical_path_bound(sub)
+    cost = sub.dag_cost(start)
+    if cost > bound * (1 + PROOF_SLACK):
+        return None
+    return IlpOutcome(start, "optimal", "meets the critical-path bound", lower_bound=bound)
 
 
 def _free_leaves(

@@ -277,6 +277,7 @@ def solve_ilp(
     seed: int = 0,
     simplify_graph: bool = True,
     decompose: bool = True,
+    path_bound: bool = True,
 ) -> IlpOutcome:
     """Solves the extraction ILP over the simplified e-graph; proves a lower bound.
 
@@ -315,6 +316,8 @@ def solve_ilp(
         decompose: split the e-graph at dominator cuts and solve the pieces one by one
             (with CBC, cuts owning fewer than :data:`CBC_PIECE_NODES` kept nodes stay with
             their parent).
+        path_bound: a piece whose warm start meets the piece's critical-path bound is
+            proved without a solver call (:func:`tensat_py.extract.decompose.solve_pieces`).
 
     Returns:
         an :class:`IlpOutcome` with ``lower_bound`` and the seconds per phase.
@@ -372,7 +375,12 @@ def solve_ilp(
                 )
 
             outcome = solve_pieces(
-                problem, pieces, solve_piece, deadline=start + time_limit, warm=warm
+                problem,
+                pieces,
+                solve_piece,
+                deadline=start + time_limit,
+                warm=warm,
+                path_proof=path_bound,
             )
             outcome.simplify_seconds += simplify_seconds
             outcome.stats = {**simp.stats, **outcome.stats}
