@@ -460,3 +460,36 @@ def test_astar_reaches_saturations_cost_on_a_vector_let_with_inline_let() -> Non
     without = [(r, p, s) for r, p, s in A.successors(term, rules, inline_let=False)]
     assert all(r >= 0 for r, _, _ in without)
     assert len(A.successors(term, rules)) > len(without)
+
+
+@needs_lgb
+def test_learned_policy_admits_a_match_and_its_mirror_image_both() -> None:
+    from tensat_py.cost import get_cost_model
+    from tensat_py.policies.multi import LearnedMultiPolicy, MultiModel, mirror_key
+
+    class AdmitAll(MultiModel):
+        def scores(self, x: np.ndarray, rules: list[str]) -> np.ndarray:
+            return np.ones(len(x))
+
+    rules = load_rules("taso")
+    names = rules.names()
+    pol = LearnedMultiPolicy(AdmitAll(None, {"matmul-merge-rhs": 0.1}), max_admit=1000)
+    pol.bind(rules, get_cost_model("roofline", "t4"), 0)
+    kept: list[tuple] = []
+    inner = pol.select
+
+    def spy(view: dict) -> list[bool]:
+        keep = inner(view)
+        kept.extend(
+            mirror_key(r, c, s)
+            for r, c, s, k in zip(view["rules"], view["classes"], view["substs"], keep, strict=True)
+            if k and names[r] == "matmul-merge-rhs"
+        )
+        return keep
+
+    pol.select = spy  # type: ignore[method-assign]
+    eg = _core.EGraph(_matmul_triple().to_flat())
+    eg.saturate(rules, k_multi=0, iter_limit=1, policy=pol)
+    # (Q, K) and (K, Q) merge the same pair in the other order: both are admitted.
+    assert kept and all(kept.count(k) == 2 for k in kept)
+    assert pol.admitted == pol.offered == len(kept)
