@@ -493,3 +493,37 @@ def test_learned_policy_admits_a_match_and_its_mirror_image_both() -> None:
     # (Q, K) and (K, Q) merge the same pair in the other order: both are admitted.
     assert kept and all(kept.count(k) == 2 for k in kept)
     assert pol.admitted == pol.offered == len(kept)
+
+
+@needs_lgb
+def test_learned_policy_offers_only_matches_that_add_e_nodes() -> None:
+    from tensat_py.cost import get_cost_model
+    from tensat_py.policies.multi import LearnedMultiPolicy, MultiModel
+
+    class AdmitAll(MultiModel):
+        def scores(self, x: np.ndarray, rules: list[str]) -> np.ndarray:
+            return np.ones(len(x))
+
+    rules = load_rules("taso")
+    rhs = rules.names().index("matmul-merge-rhs")
+    pol = LearnedMultiPolicy(AdmitAll(None, {"matmul-merge-rhs": 0.1}), max_admit=1000)
+    pol.bind(rules, get_cost_model("roofline", "t4"), 1)
+    seen: list[tuple[int, bool]] = []
+    inner = pol.select
+
+    def spy(view: dict) -> list[bool]:
+        keep = inner(view)
+        seen.extend(
+            (n, k)
+            for r, n, k in zip(view["rules"], view["new_nodes"], keep, strict=True)
+            if r == rhs
+        )
+        return keep
+
+    pol.select = spy  # type: ignore[method-assign]
+    eg = _core.EGraph(_matmul_triple().to_flat())
+    eg.saturate(rules, k_multi=1, iter_limit=2, policy=pol)
+    # In iteration 2 the iteration-1 merges match again; their targets exist (0 new e-nodes).
+    assert any(n == 0 for n, _ in seen) and any(n > 0 for n, _ in seen)
+    assert all(k == (n > 0) for n, k in seen)
+    assert pol.offered == pol.admitted == sum(n > 0 for n, _ in seen)

@@ -125,16 +125,23 @@ def _numel(cls: Mapping[str, Any]) -> float:
 
 
 def match_features(
-    view: Mapping[str, Any], costs: Sequence[float], multi_rules: set[int]
+    view: Mapping[str, Any],
+    costs: Sequence[float],
+    multi_rules: set[int],
+    new_only: bool = False,
 ) -> tuple[np.ndarray, list[int]]:
     """Features (rows in :data:`FEATURES` order) of the multi-pattern matches of ``view``
     (a policy view with its ``export``) and the indices of those matches in the view.
-    ``costs`` prices the export's e-nodes (seconds). Vectorised over the matches."""
+    ``costs`` prices the export's e-nodes (seconds). With ``new_only``, only the matches
+    that would add e-nodes (``new_nodes`` above 0: the others' targets exist already or do
+    not type-check). Vectorised over the matches."""
     from tensat_py.policies import best_choice
 
     export = view["export"]
     rules = np.asarray(view["rules"], dtype=np.int64)
     mask = np.isin(rules, np.fromiter(multi_rules, dtype=np.int64, count=len(multi_rules)))
+    if new_only:
+        mask &= np.asarray(view.get("new_nodes", [1] * len(rules)), dtype=np.int64) > 0
     idx = np.flatnonzero(mask).tolist()
     if not idx:
         return np.zeros((0, len(FEATURES))), []
@@ -442,11 +449,12 @@ class MultiModel:
 
     def scores(self, x: np.ndarray, rules: Sequence[str]) -> np.ndarray:
         """:meth:`predict`, with -1 where the match is never admitted: its rule's prior is
-        0 (not searched) or its target does not type-check (``new_nodes`` -1)."""
+        0 (not searched), or it adds no e-node (``new_nodes`` 0: its targets exist already;
+        -1: they do not type-check)."""
         p = self.predict(x, rules)
         if len(p):
             p[[self.rule_prior.get(r, 0.0) <= 0 for r in rules]] = -1.0
-            p[x[:, FEATURES.index("new_nodes")] < 0] = -1.0
+            p[x[:, FEATURES.index("new_nodes")] <= 0] = -1.0
         return p
 
     def predict(self, x: np.ndarray, rules: Sequence[str]) -> np.ndarray:
@@ -566,14 +574,19 @@ class LearnedMultiPolicy:
         return self._window(iteration)
 
     def select(self, view: Mapping[str, Any]) -> list[bool]:
-        keep = [True] * len(view["rules"])
         multi = self._multi
-        if not any(r in multi for r in view["rules"]):
+        keep = [r not in multi for r in view["rules"]]
+        new = view.get("new_nodes")
+        offered = [
+            i for i, r in enumerate(view["rules"]) if r in multi and (new is None or new[i] > 0)
+        ]
+        # A match adding no e-node (its targets exist already, or do not type-check) is not
+        # offered: no training label marks one useful (labels count e-classes a target
+        # created). Without an offer the e-graph is not priced at all.
+        if not offered:
             return keep
         costs = self.cost_model.costs_for_export(view["export"])
-        x, idx = match_features(view, costs, multi)
-        for i in idx:
-            keep[i] = False
+        x, idx = match_features(view, costs, multi, new_only=True)
         if len(idx) and self.model is not None:
             p = self.model.scores(x, [self._names[view["rules"][i]] for i in idx])
             # A match and its mirror image are both admitted: the merged operator is the
