@@ -66,8 +66,9 @@ RESERVE = 0.2
 #: Kept nodes below which a cut is merged into the piece above it.
 MIN_PIECE_NODES = 1
 
-#: Pieces with at most this many kept nodes are solved in the scheduling thread: handing
-#: them to a worker costs more than solving them.
+#: Pieces with at most this many kept nodes are first tried against their critical-path
+#: bound in the scheduling thread (handing them to a worker costs more than the check);
+#: the ones it does not prove go to a worker like the rest.
 INLINE_NODES = 64
 
 
@@ -328,8 +329,8 @@ def solve_pieces(
     from the cheaper of the greedy DAG of its own problem and ``warm`` restricted to it. A
     piece whose classes have one node each has one extraction: it is taken as proved,
     without a solver call; so is a piece whose start meets the piece's critical-path lower
-    bound (:func:`tensat_py.extract.bounds.critical_path_bound`) when ``path_proof``. Pieces
-    of at most :data:`INLINE_NODES` kept nodes are solved in the calling thread.
+    bound (:func:`tensat_py.extract.bounds.critical_path_bound`) when ``path_proof``; for
+    pieces of at most :data:`INLINE_NODES` kept nodes that check runs in the calling thread.
 
     Args:
         problem: the e-graph.
@@ -402,10 +403,15 @@ def solve_pieces(
                 left -= share
                 args = (problem, decomposition, q, _prices(k, pieces, index, free, full_cost))
                 job = (*args, solve, limit, warm, path_proof)
-                if not q.has_choice or q.nodes <= INLINE_NODES:  # no thread
+                if not q.has_choice:  # no solver, no thread
                     done(k, _solve_one(*job))
-                else:
-                    running[pool.submit(_solve_one, *job)] = k
+                    continue
+                if path_proof and q.nodes <= INLINE_NODES:
+                    proved = _solve_one(*args, _no_solver, limit, warm, True)
+                    if proved.outcome.status == "optimal":  # the critical-path bound did
+                        done(k, proved)
+                        continue
+                running[pool.submit(_solve_one, *job)] = k
             if running:
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in finished:
@@ -497,6 +503,13 @@ def _solve_one(
     cost = sub.dag_cost(best)
     mine = {origin[k]: None for k in best.values() if origin[k] >= 0}
     return _Solved({problem.node_eclass[i]: i for i in mine}, cost, min(out.lower_bound, cost), out)
+
+
+def _no_solver(sub: ExtractionProblem, limit: float, start: dict[int, int] | None) -> IlpOutcome:
+    """A :data:`PieceSolver` that solves nothing (its answer has no choice)."""
+    from tensat_py.extract.ilp import IlpOutcome
+
+    return IlpOutcome(None, "none", "not solved")
 
 
 def _path_proof(sub: ExtractionProblem, start: dict[int, int] | None) -> IlpOutcome | None:
