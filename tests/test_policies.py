@@ -462,8 +462,10 @@ def test_astar_reaches_saturations_cost_on_a_vector_let_with_inline_let() -> Non
     assert len(A.successors(term, rules)) > len(without)
 
 
-@needs_lgb
-def test_learned_policy_admits_a_match_and_its_mirror_image_both() -> None:
+def _admit_all_rhs(k_multi: int, iter_limit: int) -> tuple[object, list[tuple]]:
+    """A learned policy whose model admits every offered ``matmul-merge-rhs`` match, run on
+    three projections of one input; returns the policy and, per ``matmul-merge-rhs`` match
+    it saw, ``(mirror key, new e-nodes, admitted)``."""
     from tensat_py.cost import get_cost_model
     from tensat_py.policies.multi import LearnedMultiPolicy, MultiModel, mirror_key
 
@@ -472,24 +474,30 @@ def test_learned_policy_admits_a_match_and_its_mirror_image_both() -> None:
             return np.ones(len(x))
 
     rules = load_rules("taso")
-    names = rules.names()
+    rhs = rules.names().index("matmul-merge-rhs")
     pol = LearnedMultiPolicy(AdmitAll(None, {"matmul-merge-rhs": 0.1}), max_admit=1000)
-    pol.bind(rules, get_cost_model("roofline", "t4"), 0)
-    kept: list[tuple] = []
+    pol.bind(rules, get_cost_model("roofline", "t4"), k_multi)
+    seen: list[tuple] = []
     inner = pol.select
 
     def spy(view: dict) -> list[bool]:
         keep = inner(view)
-        kept.extend(
-            mirror_key(r, c, s)
-            for r, c, s, k in zip(view["rules"], view["classes"], view["substs"], keep, strict=True)
-            if k and names[r] == "matmul-merge-rhs"
+        rows = zip(
+            view["rules"], view["classes"], view["substs"], view["new_nodes"], keep, strict=True
         )
+        seen.extend((mirror_key(r, c, s), n, k) for r, c, s, n, k in rows if r == rhs)
         return keep
 
     pol.select = spy  # type: ignore[method-assign]
     eg = _core.EGraph(_matmul_triple().to_flat())
-    eg.saturate(rules, k_multi=0, iter_limit=1, policy=pol)
+    eg.saturate(rules, k_multi=k_multi, iter_limit=iter_limit, policy=pol)
+    return pol, seen
+
+
+@needs_lgb
+def test_learned_policy_admits_a_match_and_its_mirror_image_both() -> None:
+    pol, seen = _admit_all_rhs(k_multi=0, iter_limit=1)
+    kept = [key for key, _, k in seen if k]
     # (Q, K) and (K, Q) merge the same pair in the other order: both are admitted.
     assert kept and all(kept.count(k) == 2 for k in kept)
     assert pol.admitted == pol.offered == len(kept)
@@ -497,33 +505,8 @@ def test_learned_policy_admits_a_match_and_its_mirror_image_both() -> None:
 
 @needs_lgb
 def test_learned_policy_offers_only_matches_that_add_e_nodes() -> None:
-    from tensat_py.cost import get_cost_model
-    from tensat_py.policies.multi import LearnedMultiPolicy, MultiModel
-
-    class AdmitAll(MultiModel):
-        def scores(self, x: np.ndarray, rules: list[str]) -> np.ndarray:
-            return np.ones(len(x))
-
-    rules = load_rules("taso")
-    rhs = rules.names().index("matmul-merge-rhs")
-    pol = LearnedMultiPolicy(AdmitAll(None, {"matmul-merge-rhs": 0.1}), max_admit=1000)
-    pol.bind(rules, get_cost_model("roofline", "t4"), 1)
-    seen: list[tuple[int, bool]] = []
-    inner = pol.select
-
-    def spy(view: dict) -> list[bool]:
-        keep = inner(view)
-        seen.extend(
-            (n, k)
-            for r, n, k in zip(view["rules"], view["new_nodes"], keep, strict=True)
-            if r == rhs
-        )
-        return keep
-
-    pol.select = spy  # type: ignore[method-assign]
-    eg = _core.EGraph(_matmul_triple().to_flat())
-    eg.saturate(rules, k_multi=1, iter_limit=2, policy=pol)
+    pol, seen = _admit_all_rhs(k_multi=1, iter_limit=2)
     # In iteration 2 the iteration-1 merges match again; their targets exist (0 new e-nodes).
-    assert any(n == 0 for n, _ in seen) and any(n > 0 for n, _ in seen)
-    assert all(k == (n > 0) for n, k in seen)
-    assert pol.offered == pol.admitted == sum(n > 0 for n, _ in seen)
+    assert any(n == 0 for _, n, _ in seen) and any(n > 0 for _, n, _ in seen)
+    assert all(k == (n > 0) for _, n, k in seen)
+    assert pol.offered == pol.admitted == sum(n > 0 for _, n, _ in seen)
