@@ -411,6 +411,7 @@ def solve_pieces(
                     if proved.outcome.status == "optimal":  # the critical-path bound did
                         done(k, proved)
                         continue
+                    job = (*args, solve, limit, warm, False)  # checked already
                 running[pool.submit(_solve_one, *job)] = k
             if running:
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)

@@ -577,13 +577,10 @@ class LearnedMultiPolicy:
         multi = self._multi
         keep = [r not in multi for r in view["rules"]]
         new = view.get("new_nodes")
-        offered = [
-            i for i, r in enumerate(view["rules"]) if r in multi and (new is None or new[i] > 0)
-        ]
         # A match adding no e-node (its targets exist already, or do not type-check) is not
         # offered: no training label marks one useful (labels count e-classes a target
         # created). Without an offer the e-graph is not priced at all.
-        if not offered:
+        if not any(r in multi and (new is None or new[i] > 0) for i, r in enumerate(view["rules"])):
             return keep
         costs = self.cost_model.costs_for_export(view["export"])
         x, idx = match_features(view, costs, multi, new_only=True)
