@@ -111,6 +111,7 @@ def test_a_piece_meeting_its_critical_path_bound_needs_no_solver(monkeypatch) ->
         r = extract(p, solver="highs", path_bound=path_bound)
         assert (r.status, r.cost) == ("optimal", 6.0)
         assert r.stats["pieces"] == 4
+        assert r.stats["pieces_path_proved"] == (1 if path_bound else 0)
         counted[path_bound] = len(calls)
     assert counted == {True: 1, False: 2}
 

@@ -66,6 +66,9 @@ RESERVE = 0.2
 #: Kept nodes below which a cut is merged into the piece above it.
 MIN_PIECE_NODES = 1
 
+#: The message of a piece proved by its critical-path bound (no solver call).
+PATH_PROVED = "meets the critical-path bound"
+
 #: Pieces with at most this many kept nodes are first tried against their critical-path
 #: bound in the scheduling thread (handing them to a worker costs more than the check);
 #: the ones it does not prove go to a worker like the rest.
@@ -346,9 +349,10 @@ def solve_pieces(
         an :class:`~tensat_py.extract.ilp.IlpOutcome` for the whole problem: the joined
         choice, ``"optimal"`` exactly when the joined bound (module docstring) proves it,
         the pieces' rounds, cuts and seconds (build, solve, simplify) summed; ``stats`` has
-        ``pieces``, ``pieces_proved``, ``pieces_greedy`` (pieces whose solver gave no
-        answer: they keep their warm start), ``largest_piece`` (kept nodes), ``workers`` and the
-        summed ``model_vars`` and ``model_rows``.
+        ``pieces``, ``pieces_proved``, ``pieces_path_proved`` (of those, proved by their
+        critical-path bound), ``pieces_greedy`` (pieces whose solver gave no answer: they
+        keep their warm start), ``largest_piece`` (kept nodes), ``workers`` and the summed
+        ``model_vars`` and ``model_rows``.
     """
     import heapq
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -435,9 +439,11 @@ def solve_pieces(
     n = len(pieces)
     largest = max(q.nodes for q in pieces)
     failed = [o.message for o in out if o.choices is None]
+    by_path = sum(o.message == PATH_PROVED for o in out)
     msg = (
         f"{status}: {n} pieces at dominator cuts (largest {largest} nodes, {workers} at once), "
-        f"{proved} proved, {sum(o.rounds for o in out)} solve(s), bound {bound:.6g}"
+        f"{proved} proved ({by_path} by their critical path), "
+        f"{sum(o.rounds for o in out)} solve(s), bound {bound:.6g}"
     )
     if failed:
         msg += f"; {len(failed)} piece(s) kept their greedy DAG (first: {failed[0]})"
@@ -454,6 +460,7 @@ def solve_pieces(
         stats={
             "pieces": n,
             "pieces_proved": proved,
+            "pieces_path_proved": by_path,
             "pieces_greedy": len(failed),
             "largest_piece": largest,
             "workers": workers,
@@ -527,7 +534,7 @@ def _path_proof(sub: ExtractionProblem, start: dict[int, int] | None) -> IlpOutc
     cost = sub.dag_cost(start)
     if cost > bound * (1 + PROOF_SLACK):
         return None
-    return IlpOutcome(start, "optimal", "meets the critical-path bound", lower_bound=bound)
+    return IlpOutcome(start, "optimal", PATH_PROVED, lower_bound=bound)
 
 
 def _free_leaves(
