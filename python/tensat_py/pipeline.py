@@ -499,7 +499,7 @@ def optimize(
                     f"{1 + CONFIRM_MARGIN:g}x; kept the input"
                 )
                 best, cost_after = graph, cost_before
-        if c.source_gain == c.source_gain:  # timed (not NaN)
+        if not math.isnan(c.source_gain):  # timed
             stats.update(source_gain=c.source_gain)
         if best is graph and c.source_gain > 1.0 + SOURCE_MARGIN:
             best = _written_as_source(graph)

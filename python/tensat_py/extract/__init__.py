@@ -26,10 +26,6 @@ __all__ = ["ExtractionResult", "extract", "EXTRACTORS"]
 
 EXTRACTORS = ("greedy", "greedy-dag", "beam", "ilp")
 
-#: Relative slack within which an answer's cost meets a lower bound (the same node costs
-#: summed along a path and over a DAG differ by rounding).
-PROOF_SLACK = 1e-9
-
 
 @dataclass
 class ExtractionResult:
@@ -154,12 +150,12 @@ def extract(
 
     import pulp
 
-    from tensat_py.extract.bounds import critical_path_bound
+    from tensat_py.extract.bounds import critical_path_bound, meets
     from tensat_py.extract.ilp import solve_ilp
 
     path = critical_path_bound(problem) if path_bound else None
     greedy_cost = problem.dag_cost(dag) if dag else math.inf
-    if path is not None and dag and greedy_cost <= path * (1 + PROOF_SLACK):
+    if path is not None and dag and meets(greedy_cost, path):
         # The greedy DAG answer already meets the critical-path bound: proved, no ILP.
         return _result(
             problem,
@@ -224,7 +220,7 @@ def extract(
             **extra,
         )
     status, message = outcome.status, outcome.message
-    if path is not None and status != "optimal" and ilp_cost <= path * (1 + PROOF_SLACK):
+    if path is not None and status != "optimal" and meets(ilp_cost, path):
         status, message = "optimal", f"{message}; proved by the critical-path lower bound"
     return _result(problem, outcome.choices, status, start, message, **extra)
 

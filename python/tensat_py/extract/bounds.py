@@ -24,7 +24,11 @@ import numpy as np
 
 from tensat_py.egraph import ExtractionProblem
 
-__all__ = ["class_path_bounds", "critical_path_bound"]
+__all__ = ["PROOF_SLACK", "class_path_bounds", "critical_path_bound", "meets"]
+
+#: Relative slack within which an answer's cost meets a lower bound (the same node costs
+#: summed along a path and over a DAG differ by rounding).
+PROOF_SLACK = 1e-9
 
 
 def class_path_bounds(problem: ExtractionProblem) -> np.ndarray:
@@ -76,3 +80,14 @@ def critical_path_bound(problem: ExtractionProblem) -> float:
     """
     bounds = class_path_bounds(problem)
     return float(max((bounds[r] for r in problem.roots), default=0.0))
+
+
+def meets(cost: float, bound: float) -> bool:
+    """Whether an acyclic answer of DAG cost ``cost`` is proved optimal by the lower bound
+    ``bound`` (same unit), within the relative :data:`PROOF_SLACK`.
+
+    Example:
+        >>> meets(6.0, 6.0 * (1 - 1e-12)), meets(6.1, 6.0)
+        (True, False)
+    """
+    return cost <= bound * (1 + PROOF_SLACK)

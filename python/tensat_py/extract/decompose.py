@@ -524,15 +524,13 @@ def _path_proof(sub: ExtractionProblem, start: dict[int, int] | None) -> IlpOutc
     """``start`` as a proved answer when its cost meets the piece's critical-path bound
     (:func:`tensat_py.extract.bounds.critical_path_bound`), else None: most small pieces
     (a few alternatives on a chain) are proved this way, without a solver call."""
-    from tensat_py.extract import PROOF_SLACK
-    from tensat_py.extract.bounds import critical_path_bound
+    from tensat_py.extract.bounds import critical_path_bound, meets
     from tensat_py.extract.ilp import IlpOutcome
 
     if start is None:
         return None
     bound = critical_path_bound(sub)
-    cost = sub.dag_cost(start)
-    if cost > bound * (1 + PROOF_SLACK):
+    if not meets(sub.dag_cost(start), bound):
         return None
     return IlpOutcome(start, "optimal", PATH_PROVED, lower_bound=bound)
 
