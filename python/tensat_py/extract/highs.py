@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -251,13 +253,11 @@ class HighsModel:
         )
         self.cuts += 1
 
-    def set_start(self, choice: dict[int, int]) -> bool:
-        """Gives HiGHS ``choice`` as its starting solution; ``False`` (and nothing set) when
-        the choice uses a node that is not in the model."""
-        import highspy
-
+    def start_vector(self, choice: dict[int, int]) -> np.ndarray | None:
+        """The column values of ``choice`` (order variables from its heights), or ``None``
+        when it uses a node that is not in the model or the model is a relaxation."""
         if self.relax or not all(i in self.col for i in choice.values()):
-            return False
+            return None
         start = np.zeros(self.num_vars)
         for c, i in choice.items():
             start[self.col[i]] = 1.0
@@ -268,18 +268,48 @@ class HighsModel:
             for c, k in self.tcol.items():
                 hgt = min(height.get(c, 0), m - 1)
                 start[k] = hgt / m if self.order_kind == "real" else float(hgt)
+        return start
+
+    def set_start(self, choice: dict[int, int]) -> bool:
+        """Gives HiGHS ``choice`` as its starting solution; ``False`` (and nothing set) when
+        the choice uses a node that is not in the model."""
+        import highspy
+
+        start = self.start_vector(choice)
+        if start is None:
+            return False
         sol = highspy.HighsSolution()
         sol.col_value = list(start)
         self.h.setSolution(sol)
         return True
 
-    def solve(self, time_limit: float) -> HighsSolve:
-        """Runs HiGHS for at most ``time_limit`` seconds (wall clock)."""
+    def solve(
+        self, time_limit: float, offers: Callable[[], dict[int, int] | None] | None = None
+    ) -> HighsSolve:
+        """Runs HiGHS for at most ``time_limit`` seconds (wall clock).
+
+        ``offers``, when given, is polled whenever HiGHS asks for user solutions (its
+        ``kCallbackMipUserSolution``, several times a second on the models here); a choice it
+        returns is handed over as a candidate incumbent, which HiGHS keeps when it is
+        cheaper than its own (a search running in another thread feeds the solver so).
+        """
         import highspy
+
+        def inject(event: Any) -> None:  # noqa: ANN401 (highspy's event type)
+            choice = offers() if offers is not None else None
+            vector = self.start_vector(choice) if choice is not None else None
+            if vector is not None:
+                event.data_in.setSolution(vector)
 
         t0 = time.perf_counter()
         self.h.setOptionValue("time_limit", max(0.05, float(time_limit)))
-        self.h.run()
+        if offers is not None:
+            self.h.cbMipUserSolution.subscribe(inject)
+        try:
+            self.h.run()
+        finally:
+            if offers is not None:
+                self.h.cbMipUserSolution.unsubscribe(inject)
         status = self.h.getModelStatus()
         info = self.h.getInfo()
         text = self.h.modelStatusToString(status)

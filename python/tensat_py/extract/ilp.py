@@ -24,15 +24,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pulp
 
 from tensat_py.egraph import ExtractionProblem
 from tensat_py.extract.simplify import Simplified
+
+if TYPE_CHECKING:
+    from tensat_py.extract.highs import HighsModel, HighsSolve
+    from tensat_py.extract.lns import LnsOutcome
 
 __all__ = ["IlpOutcome", "prune", "solve_ilp"]
 
@@ -292,8 +299,10 @@ def solve_ilp(
       class graph, ``"lazy"`` mode: solve, cut the cycles of the answer (edge and exit
       cuts), solve again; every solve's dual bound is a lower bound on every acyclic
       extraction (the cuts are valid for them). With ``search``, a large-neighbourhood
-      search (:func:`tensat_py.extract.lns.improve`) improves the incumbent between the
-      first solve and the rest, and stops when it reaches the bound.
+      search (:func:`tensat_py.extract.lns.improve`) runs in a second thread beside the
+      first solve (a cyclic graph's time-boxed first round after :data:`SEARCH_GRACE`
+      seconds; an acyclic solve once it has used half its time, on a free core only),
+      hands its answers to the running solve and stops when it meets the bound.
     * ``solver="cbc"``: PuLP and CBC as before (:func:`_solve_exact`), the search first on
       cyclic e-graphs; the lower bound is the optimum when CBC proves one, else the LP
       relaxation's value (HiGHS).
@@ -309,7 +318,8 @@ def solve_ilp(
         cycle_constraints: ``"lazy"``, ``"order"`` or ``"none"``.
         order_vars: as in :func:`_solve_exact`.
         warm_start: an acyclic choice to start from (the incumbent and MIP start).
-        search: run the search on cyclic e-graphs (``"lazy"`` mode only).
+        search: run the search beside the first exact solve (HiGHS; ``"lazy"`` mode on a
+            cyclic e-graph, any acyclic one) or before the exact ILP (CBC, cyclic only).
         seed: the search's random seed.
         simplify_graph: apply the dominance and necessary-class simplifications (pruning is
             always applied).
@@ -453,39 +463,39 @@ def _solve_highs(
     rounds = 0
     solve_seconds = 0.0
     lns_note = ""
-    searched = not (lazy and search and best is not None)
+    searched = not (search and best is not None)
     last = "no solve"
     proved_by_solver = False
     while True:
         remaining = deadline - time.perf_counter()
         if remaining <= 0.05 or _met(best_cost, bound):
             break
-        if not searched and rounds == 1:
-            # The first exact round gave a bound; the search improves the incumbent and
-            # stops when it reaches that bound.
-            from tensat_py.extract.lns import improve
-
-            searched = True
-            assert best is not None
-            lns = improve(
-                problem,
-                best,
-                simp.keep,
-                time_limit=0.7 * remaining,
-                seed=seed,
-                lower_bound=bound,
-            )
-            if lns.cost < best_cost:
-                best, best_cost = lns.choices, lns.cost
-            lns_note = (
-                f"; search: {lns.iterations} restricted ILP(s), {lns.improvements} "
-                f"improvement(s), {lns.seconds:.1f} s"
-            )
-            continue
         if best is not None:
             model.set_start(best)
-        limit = remaining if searched else min(remaining, max(1.0, 0.2 * remaining))
-        s = model.solve(limit)
+        beside = not searched
+        if beside:
+            # On a cyclic class graph the first round of lazy cuts (time-boxed, for its
+            # bound) runs beside the search, which finds the answers (docs/extraction.md).
+            searched = True
+            s, lns = _solve_beside_search(
+                problem,
+                simp,
+                model,
+                best,
+                limit=min(remaining, max(1.0, 0.4 * remaining)) if lazy else remaining,
+                search_limit=0.8 * remaining if lazy else remaining,
+                time_boxed=lazy,
+                seed=seed,
+            )
+            if lns is not None:
+                if lns.cost < best_cost:
+                    best, best_cost = lns.choices, lns.cost
+                lns_note = (
+                    f"; search beside it: {lns.iterations} restricted ILP(s), "
+                    f"{lns.improvements} improvement(s), {lns.seconds:.1f} s"
+                )
+        else:
+            s = model.solve(remaining)
         rounds += 1
         solve_seconds += s.seconds
         last = s.status
@@ -501,9 +511,9 @@ def _solve_highs(
                 proved_by_solver = True
                 bound = max(bound, min(s.objective, best_cost))
                 break
-            if searched:
+            if not (beside and lazy):
                 break  # time limit with an acyclic incumbent
-            continue
+            continue  # the time-boxed first round: a full one follows
         if not cycles or not lazy:
             if cycles:
                 last = f"solution is cyclic ({len(cycles)} cycle(s) found)"
@@ -530,6 +540,89 @@ def _solve_highs(
         solve_seconds=solve_seconds,
         stats={"model_vars": model.num_vars, "model_rows": model.num_rows},
     )
+
+
+#: An exact solve that has not finished after this many seconds gets a search beside it.
+SEARCH_GRACE = 0.5
+STALL = 12
+
+
+def _solve_beside_search(
+    problem: ExtractionProblem,
+    simp: Simplified,
+    model: HighsModel,
+    start: dict[int, int],
+    *,
+    limit: float,
+    search_limit: float,
+    time_boxed: bool,
+    seed: int,
+) -> tuple[HighsSolve, LnsOutcome | None]:
+    """Runs one exact HiGHS solve (``limit`` seconds) in a thread and, once it has run for
+    :data:`SEARCH_GRACE` seconds (a tenth of ``limit`` at most) without finishing, the search
+    (:func:`tensat_py.extract.lns.improve`, from ``start``, for at most ``search_limit``
+    seconds) beside it: HiGHS releases the GIL, so both cores work. Every answer the search
+    improves on is handed to the running solve (``HighsModel.solve(offers=...)``), which
+    keeps it when cheaper than its own incumbent. The search stops when the solve has proved
+    its answer optimal or a bound the search's incumbent meets. Returns the solve and the
+    search's outcome (``None`` when none was needed)."""
+    from tensat_py.extract.lns import improve
+
+    pending: dict[str, dict[int, int]] = {}
+    done: dict[str, HighsSolve] = {}
+
+    def exact() -> None:
+        done["solve"] = model.solve(limit, offers=lambda: pending.pop("choice", None))
+
+    def stop(cost: float) -> bool:
+        s = done.get("solve")
+        return s is not None and (s.optimal or _met(cost, s.lower_bound) or not time_boxed)
+
+    def hand_over(choice: dict[int, int], cost: float) -> None:
+        pending["choice"] = choice
+
+    t0 = time.perf_counter()
+    thread = threading.Thread(target=exact, name="tensat-exact-solve")
+    with _RUNNING_LOCK:
+        _RUNNING[0] += 1
+    thread.start()
+    lns = None
+    try:
+        # A time-boxed round searches at once; beside an acyclic solve, whose proof the
+        # search slows down, only once the solve has used half its time.
+        thread.join(min(SEARCH_GRACE, 0.1 * limit) if time_boxed else 0.5 * limit)
+        # Beside an acyclic solve the search only takes a core no other solve is using
+        # (pieces of a decomposition are solved several at once): it waits for one.
+        while thread.is_alive() and not time_boxed and _RUNNING[0] >= _cores():
+            thread.join(0.1)
+        if thread.is_alive():
+            lns = improve(
+                problem,
+                start,
+                simp.keep,
+                time_limit=search_limit - (time.perf_counter() - t0),
+                seed=seed,
+                stall=STALL if time_boxed else 1,
+                stop=stop,
+                on_improve=hand_over,
+            )
+    finally:
+        thread.join()
+        with _RUNNING_LOCK:
+            _RUNNING[0] -= 1
+    return done["solve"], lns
+
+
+_RUNNING = [0]  # exact solves running now (all threads)
+_RUNNING_LOCK = threading.Lock()
+
+
+def _cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _two_cycle_cuts(problem: ExtractionProblem, model: object) -> None:

@@ -32,13 +32,15 @@ import dataclasses
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from tensat_py.egraph import ExtractionProblem
 
-__all__ = ["LnsOutcome", "improve", "solve_restricted"]
+__all__ = ["LnsOutcome", "RADIUS", "improve", "neighbourhood", "solve_restricted"]
+
+RADIUS = 2
+"""Neighbourhood radius of the first step of :func:`improve` (operand steps; it adapts)."""
 
 
 @dataclass
@@ -72,9 +74,9 @@ def solve_restricted(
     have a kept node and the roots have one (as after :func:`~tensat_py.extract.ilp.prune`);
     then every integer solution is an acyclic extraction.
 
-    Model: ``x_i`` per kept node, ``y_c`` per class with a kept node;
-    ``sum_{i in c} x_i = y_c``, ``x_i <= y_d`` for each child class ``d`` of ``i``,
-    ``y_r = 1`` for the roots; minimise ``sum cost_i x_i``.
+    The model is :class:`~tensat_py.extract.highs.HighsModel`'s over ``keep`` (``x_i`` per
+    kept node, ``y_c`` per class with several, child rows aggregated per class, the roots
+    forced, costs scaled), with no cycle rows: none are needed.
 
     Args:
         problem: the e-graph.
@@ -85,104 +87,94 @@ def solve_restricted(
     Returns:
         ``(choices, proved_optimal)``; ``choices`` is ``None`` when HiGHS found no solution.
     """
-    import highspy
-
+    from tensat_py.extract.highs import HighsModel
     from tensat_py.extract.ilp import _choose
+    from tensat_py.extract.simplify import Simplified
 
-    nodes = [i for i, k in enumerate(keep) if k]
-    nidx = {i: k for k, i in enumerate(nodes)}
-    classes = sorted({problem.node_eclass[i] for i in nodes})
-    cidx = {c: k for k, c in enumerate(classes)}
-    n_x, n_y = len(nodes), len(classes)
-    nv = n_x + n_y
-    inf = highspy.kHighsInf
-
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("mip_rel_gap", 1e-7)
-    h.setOptionValue("time_limit", max(0.05, float(time_limit)))
-    lower = np.zeros(nv)
-    upper = np.ones(nv)
-    for r in problem.roots:
-        lower[n_x + cidx[r]] = 1.0
-    h.addVars(nv, lower, upper)
-    cost = np.zeros(nv)
-    cost[:n_x] = [problem.node_cost[i] for i in nodes]
-    allv = np.arange(nv, dtype=np.int32)
-    h.changeColsCost(nv, allv, cost)
-    h.changeColsIntegrality(nv, allv, np.full(nv, highspy.HighsVarType.kInteger))
-
-    starts: list[int] = []
-    index: list[int] = []
-    value: list[float] = []
-    row_lo: list[float] = []
-    row_hi: list[float] = []
-    members: list[list[int]] = [[] for _ in classes]
-    for k, i in enumerate(nodes):
-        members[cidx[problem.node_eclass[i]]].append(k)
-    for c, ks in enumerate(members):
-        starts.append(len(index))
-        index.extend(ks)
-        index.append(n_x + c)
-        value.extend([1.0] * len(ks))
-        value.append(-1.0)
-        row_lo.append(0.0)
-        row_hi.append(0.0)
-    for k, i in enumerate(nodes):
-        for d in set(problem.node_children[i]):
-            starts.append(len(index))
-            index.extend((k, n_x + cidx[d]))
-            value.extend((1.0, -1.0))
-            row_lo.append(-inf)
-            row_hi.append(0.0)
-    h.addRows(
-        len(row_lo),
-        np.array(row_lo),
-        np.array(row_hi),
-        len(index),
-        np.array(starts, dtype=np.int32),
-        np.array(index, dtype=np.int32),
-        np.array(value),
-    )
-    if warm and all(i in nidx for i in warm.values()):
-        start = np.zeros(nv)
-        for c, i in warm.items():
-            start[nidx[i]] = 1.0
-            start[n_x + cidx[c]] = 1.0
-        sol = highspy.HighsSolution()
-        sol.col_value = list(start)
-        h.setSolution(sol)
-    h.run()
-    status = h.getModelStatus()
-    info = h.getInfo()
-    if info.primal_solution_status != 2:  # kSolutionStatusFeasible
+    model = HighsModel(problem, Simplified(keep=keep, forced=set(problem.roots)))
+    if warm:
+        model.set_start(warm)
+    solve = model.solve(time_limit)
+    if solve.selected is None:
         return None, False
-    values = h.getSolution().col_value
-    selected = [False] * problem.num_nodes
-    for k, i in enumerate(nodes):
-        selected[i] = values[k] > 0.5
-    choices, _ = _choose(problem, selected, keep)
-    return choices, status == highspy.HighsModelStatus.kOptimal
+    choices, _ = _choose(problem, solve.selected, keep)
+    return choices, solve.optimal
 
 
-def _ranks(
+def neighbourhood(
     problem: ExtractionProblem,
     by_class: list[list[int]],
     current: dict[int, int],
     release: set[int],
-    cheapest_first: float,
+    radius: int,
+) -> list[list[int]]:
+    """The nodes each class may use in one step of the search.
+
+    A released class of ``current`` may use any of its kept nodes; a class of ``current``
+    that is not released keeps its chosen node; a class outside ``current`` may use any of
+    its kept nodes when it lies within ``radius`` operand steps of a released class (through
+    released classes and classes outside ``current``); every other class has none.
+
+    Args:
+        problem: the e-graph.
+        by_class: the kept nodes of each class.
+        current: the incumbent (an acyclic choice).
+        release: classes of ``current`` that may change.
+        radius: how many operand steps from a released class new classes are offered.
+
+    Returns:
+        one list of node ids per class (empty: the class is not offered).
+
+    Example:
+        >>> from tensat_py.egraph import ExtractionProblem
+        >>> p = ExtractionProblem(["x", "f", "g", "h"], [0, 1, 1, 2], [[], [0], [2], []],
+        ...                       [1.0, 1.0, 1.0, 1.0], 3, [1])
+        >>> neighbourhood(p, [[0], [1, 2], [3]], {1: 1, 0: 0}, {1}, 1)
+        [[0], [1, 2], [3]]
+        >>> neighbourhood(p, [[0], [1, 2], [3]], {1: 1, 0: 0}, set(), 1)
+        [[0], [1], []]
+    """
+    children = problem.node_children
+    allowed: list[list[int]] = [[] for _ in range(problem.num_classes)]
+    for c, i in current.items():
+        allowed[c] = [i]
+    for c in release:
+        allowed[c] = list(by_class[c])
+    frontier = list(release)
+    for _ in range(radius):
+        reached: list[int] = []
+        for c in frontier:
+            for i in allowed[c]:
+                for d in children[i]:
+                    if d not in current and not allowed[d] and by_class[d]:
+                        allowed[d] = list(by_class[d])
+                        reached.append(d)
+        frontier = reached
+    return allowed
+
+
+def _ranks(
+    problem: ExtractionProblem,
+    allowed: list[list[int]],
+    current: dict[int, int],
     rng: random.Random,
 ) -> list[int]:
-    """Post-order ranks of a randomised DFS whose restriction contains ``current``.
+    """Post-order ranks of a randomised DFS over the offered nodes; ``current`` stays valid.
 
-    Classes of ``current`` not in ``release`` are explored only through their chosen node;
-    other classes explore all their nodes (the chosen node first), shuffled, or sorted by
-    cost with probability ``cheapest_first``. A class is not entered while a class on the
-    DFS path is reachable from it through ``current``'s edges, so ``current``'s edges are
-    never back edges and every one of them goes from a higher to a lower rank.
+    Each class explores its ``allowed`` nodes (from :func:`neighbourhood`): the node
+    ``current`` chose first, the others cheapest first, in random order among equals
+    (zero-cost projections such as ``split0(split(M))`` before ``concat(A, B)``: that is what
+    exposes merged operators). A class is not entered while a class on the DFS path is
+    reachable from it through ``current``'s edges, so ``current``'s edges are never back
+    edges and every one of them goes from a higher to a lower rank. A class of ``current``
+    that may change is not entered from a new class: it is left to be reached through its
+    own parents, so that it ranks above the new class and may switch to read it (a merged
+    matmul ``M`` holds ``concat(A, B)``; entered through it, ``B`` would rank below ``M``
+    and could not become ``split1(split(M))``). Classes offered nothing keep rank -1.
     """
     num = problem.num_classes
     children = problem.node_children
+    cost = problem.node_cost
     sid = {c: k for k, c in enumerate(current)}
     # sreach[c]: bitset of current's classes reachable from c through current's nodes.
     sreach: dict[int, int] = {}
@@ -203,16 +195,15 @@ def _ranks(
                 stack.extend((k, False) for k in kids if k not in sreach)
 
     def edges(c: int) -> list[int]:
-        chosen = current.get(c)
-        if chosen is not None and c not in release:
-            return list(dict.fromkeys(children[chosen]))
-        ns = list(by_class[c])
-        rng.shuffle(ns)
-        if cheapest_first and rng.random() < cheapest_first:
-            ns.sort(key=lambda i: problem.node_cost[i])
-        if chosen is not None:
-            ns.remove(chosen)
-            ns.insert(0, chosen)
+        ns = allowed[c]
+        if len(ns) > 1:
+            ns = list(ns)
+            rng.shuffle(ns)
+            ns.sort(key=lambda i: cost[i])
+            chosen = current.get(c)
+            if chosen is not None:
+                ns.remove(chosen)
+                ns.insert(0, chosen)
         out: list[int] = []
         for i in ns:
             out.extend(children[i])
@@ -223,7 +214,7 @@ def _ranks(
     counter = 0
     gray = 0
     for s in list(problem.roots) + list(range(num)):
-        if state[s] or not by_class[s]:
+        if state[s] or not allowed[s]:
             continue
         state[s] = 1
         if s in sid:
@@ -240,7 +231,9 @@ def _ranks(
                 if c in sid:
                     gray &= ~(1 << sid[c])
                 continue
-            if state[d] == 0 and by_class[d] and not (sreach.get(d, 0) & gray):
+            if c not in sid and d in sid and len(allowed[d]) > 1:
+                continue  # left to its own parents: it may come to read c
+            if state[d] == 0 and allowed[d] and not (sreach.get(d, 0) & gray):
                 state[d] = 1
                 if d in sid:
                     gray |= 1 << sid[d]
@@ -277,8 +270,19 @@ def improve(
     per_solve: float = 4.0,
     seed: int = 0,
     lower_bound: float = 0.0,
+    stop: Callable[[float], bool] | None = None,
+    on_improve: Callable[[dict[int, int], float], None] | None = None,
+    radius: int = RADIUS,
 ) -> LnsOutcome:
     """Improves an acyclic choice by solving ILPs over random acyclic restrictions.
+
+    Each step releases a share of the incumbent's classes and offers the nodes of
+    :func:`neighbourhood` (released classes: all their nodes; other classes of the
+    incumbent: their chosen node; new classes within ``radius`` operand steps of a released
+    class: all their nodes), keeps those consistent with a ranking from :func:`_ranks`, and
+    solves the ILP over what can still be built (:func:`solve_restricted`). Share and radius
+    adapt: a step that hits its time limit shrinks both; a step proved quickly (in under a
+    quarter of ``per_solve``) grows the share and, when it found nothing better, the radius.
 
     Args:
         problem: the e-graph.
@@ -290,12 +294,23 @@ def improve(
         seed: random seed.
         lower_bound: a proved lower bound (the problem's cost unit); the search stops as
             soon as the incumbent reaches it (relative tolerance 1e-6).
+        stop: called with the incumbent's cost before every step; the search ends when it
+            returns ``True`` (e.g. an exact solve running in another thread has proved a
+            bound the incumbent meets).
+        on_improve: called with every new incumbent and its cost (e.g. to hand it to an
+            exact solve running in another thread).
+        radius: the neighbourhood radius of the first step (operand steps, at least 1).
 
     Returns:
         an :class:`LnsOutcome` (never costlier than ``start``).
+
+    Raises:
+        ValueError: when ``radius`` is below 1.
     """
     from tensat_py.extract.ilp import prune
 
+    if radius < 1:
+        raise ValueError(f"radius must be at least 1, got {radius}")
     t0 = time.perf_counter()
     rng = random.Random(seed)
     by_class: list[list[int]] = [[] for _ in range(problem.num_classes)]
@@ -307,48 +322,58 @@ def improve(
     iterations = improvements = 0
     idle = 0
     share = 0.5
-    eclass = problem.node_eclass
     children = problem.node_children
     while idle < stall:
-        if best_cost <= lower_bound * (1 + 1e-6):
+        if best_cost <= lower_bound * (1 + 1e-6) or (stop is not None and stop(best_cost)):
             break
         remaining = time_limit - (time.perf_counter() - t0)
         if remaining <= 0.2:
             break
-        # Release a share of the incumbent's classes; explore nodes cheapest first (ties in
-        # random order): zero-cost projections first is what exposes merged operators.
-        # The share adapts: larger restrictions find more, but their ILPs get harder.
-        # Half the time the released classes form a window of the incumbent's topological
-        # order, so that operators of one layer (which merge together) are released together.
-        topo = _postorder(problem, best)
-        width = max(1, round(share * len(topo)))
-        first = rng.randrange(0, max(1, len(topo) - width + 1))
-        release = set(topo[first : first + width])
-        if rng.random() < 0.5:  # or the same share scattered over the whole choice
-            release = {c for c in best if rng.random() < share}
-        rank = _ranks(problem, by_class, best, release, 1.0, rng)
-        mask = [
-            kept[i] and all(rank[d] < rank[eclass[i]] for d in children[i])
-            for i in range(problem.num_nodes)
-        ]
-        keep = prune(dataclasses.replace(problem, forbidden=[not m for m in mask]))
+        # Release a share of the incumbent's classes. Half the time they form a window of
+        # the incumbent's topological order, so that operators of one layer (which merge
+        # together) are released together; otherwise the share is scattered over it.
+        if iterations == 0:
+            # The first step releases every class and offers every node: one acyclic
+            # restriction of the whole e-graph, which often holds the optimum already.
+            release, reach = set(best), problem.num_classes
+            cap = max(per_solve, 0.5 * remaining)
+        else:
+            topo = _postorder(problem, best)
+            width = max(1, round(share * len(topo)))
+            first = rng.randrange(0, max(1, len(topo) - width + 1))
+            release = set(topo[first : first + width])
+            if rng.random() < 0.5:
+                release = {c for c in best if rng.random() < share}
+            reach, cap = radius, per_solve
+        allowed = neighbourhood(problem, by_class, best, release, reach)
+        rank = _ranks(problem, allowed, best, rng)
+        offered = [False] * problem.num_nodes
+        for c, ns in enumerate(allowed):
+            for i in ns:
+                offered[i] = all(rank[d] < rank[c] for d in children[i])
+        keep = prune(dataclasses.replace(problem, forbidden=[not m for m in offered]))
         if not all(keep[i] for i in best.values()):  # cannot happen; be safe
             idle += 1
             continue
         remaining = time_limit - (time.perf_counter() - t0)
         t1 = time.perf_counter()
-        choices, proved = solve_restricted(problem, keep, best, min(per_solve, remaining))
+        choices, proved = solve_restricted(problem, keep, best, min(cap, remaining))
         iterations += 1
+        cost = problem.dag_cost(choices) if choices else math.inf
+        better = choices is not None and cost < best_cost - 1e-12 * max(1.0, best_cost)
         if not proved:
             share = max(0.1, share * 0.7)
+            radius = max(1, radius - 1)
         elif time.perf_counter() - t1 < 0.25 * per_solve:
             share = min(0.8, share * 1.2)
-        cost = problem.dag_cost(choices) if choices else math.inf
-        if choices is not None and cost < best_cost - 1e-12 * max(1.0, best_cost):
-            if problem.check_choice(choices) is None:
-                best, best_cost = choices, cost
-                improvements += 1
-                idle = 0
-                continue
+            if not better:
+                radius += 1
+        if better and choices is not None and problem.check_choice(choices) is None:
+            best, best_cost = choices, cost
+            improvements += 1
+            if on_improve is not None:
+                on_improve(best, best_cost)
+            idle = 0
+            continue
         idle += 1
     return LnsOutcome(best, best_cost, iterations, improvements, time.perf_counter() - t0)

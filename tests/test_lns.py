@@ -1,0 +1,149 @@
+"""The search over acyclic restrictions (tensat_py.extract.lns) and the exact solve beside it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from extraction_helpers import make
+from tensat_py.egraph import load_json
+from tensat_py.extract.greedy import greedy_dag
+from tensat_py.extract.highs import HighsModel
+from tensat_py.extract.lns import improve, neighbourhood
+from tensat_py.extract.simplify import simplify
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
+
+# Tensat's merge of two matmuls sharing an input, with the split/concat cycle it brings.
+# Classes: 0 X (input), 1 W1, 2 W2 (weights), 3 C = concat(W1, W2), 4 A = X*W1 | split0(S),
+# 5 B = X*W2 | split1(S), 6 S = split(M), 7 M = X*C | concat(A, B), 8 root r(A, B).
+# Greedy computes A and B directly (3 + 3); the optimum merges them (4): A and B from the
+# splits of M = X*C. Choosing M = concat(A, B) there would close the cycle A -> S -> M -> A.
+MERGE = make(
+    [
+        (0, [], 0),
+        (1, [], 0),
+        (2, [], 0),
+        (3, [1, 2], 0),
+        (4, [0, 1], 3),
+        (4, [6], 0),
+        (5, [0, 2], 3),
+        (5, [6], 0),
+        (6, [7], 0),
+        (7, [0, 3], 4),
+        (7, [4, 5], 0),
+        (8, [4, 5], 0),
+    ],
+    roots=[8],
+)
+
+
+def test_search_merges_through_a_split_concat_cycle() -> None:
+    simp = simplify(MERGE)
+    start = greedy_dag(MERGE)
+    assert MERGE.dag_cost(start) == 6
+    out = improve(MERGE, start, simp.keep, time_limit=10)
+    assert out.cost == 4
+    assert MERGE.check_choice(out.choices) is None
+    assert out.choices[7] == 9 and out.choices[4] == 5 and out.choices[5] == 7
+    assert out.improvements >= 1
+
+
+def test_neighbourhood_frees_released_classes_and_new_classes_within_the_radius() -> None:
+    by_class = MERGE.class_nodes()
+    greedy = {8: 11, 4: 4, 5: 6, 0: 0, 1: 1, 2: 2}
+    # Nothing released: every class of the incumbent keeps its node, nothing new is offered.
+    fixed = neighbourhood(MERGE, by_class, greedy, set(), 5)
+    assert fixed == [[0], [1], [2], [], [4], [6], [], [], [11]]
+    # A released: both its nodes; S is one step away, M two, C three.
+    for radius, offered in ((1, {6}), (2, {6, 7}), (3, {3, 6, 7})):
+        allowed = neighbourhood(MERGE, by_class, greedy, {4}, radius)
+        assert allowed[4] == [4, 5] and allowed[5] == [6]
+        assert {c for c in (3, 6, 7) if allowed[c]} == offered, radius
+        assert all(allowed[c] == by_class[c] for c in offered)
+
+
+def test_search_rejects_a_radius_below_one() -> None:
+    with pytest.raises(ValueError, match="radius must be at least 1, got 0"):
+        improve(MERGE, greedy_dag(MERGE), [True] * MERGE.num_nodes, time_limit=1, radius=0)
+
+
+def test_search_stops_when_told() -> None:
+    seen: list[float] = []
+
+    def stop(cost: float) -> bool:
+        seen.append(cost)
+        return True
+
+    out = improve(MERGE, greedy_dag(MERGE), simplify(MERGE).keep, time_limit=10, stop=stop)
+    assert out.iterations == 0 and out.cost == 6 and seen == [6]
+
+
+def test_search_reports_each_improvement() -> None:
+    reported: list[tuple[dict[int, int], float]] = []
+    out = improve(
+        MERGE,
+        greedy_dag(MERGE),
+        simplify(MERGE).keep,
+        time_limit=10,
+        on_improve=lambda choice, cost: reported.append((choice, cost)),
+    )
+    assert reported and reported[-1] == (out.choices, 4)
+
+
+def test_a_running_highs_solve_polls_offers_and_skips_foreign_ones() -> None:
+    simp = simplify(MERGE)
+    model = HighsModel(MERGE, simp)
+    polled: list[int] = []
+
+    def offers() -> dict[int, int]:
+        polled.append(1)
+        return {8: 11, 4: 999}  # a node the model does not have: not handed over
+
+    model.set_start(greedy_dag(MERGE))
+    assert model.start_vector({8: 11, 4: 999}) is None
+    solve = model.solve(10, offers=offers)
+    assert solve.selected is not None
+    assert model.h.cbMipUserSolution.callbacks == []  # unsubscribed after the run
+
+
+def data_file(name: str) -> Path:
+    path = DATA / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"reference e-graphs not present ({DATA}); see ../shared/data/README.md")
+    return path
+
+
+def test_search_reaches_the_tensat_resnet50_optimum_from_greedy() -> None:
+    # The first step releases the whole incumbent: one acyclic restriction of the whole
+    # e-graph, which holds the reference optimum (CPLEX, 10 h) of this cyclic e-graph.
+    p = load_json(data_file("tensat_resnet50"))
+    simp = simplify(p)
+    start = simp.repair(p, greedy_dag(p))
+    assert p.dag_cost(start) > 4.3959
+    out = improve(p, start, simp.keep, time_limit=60, stall=1)
+    assert out.cost == pytest.approx(4.38579, abs=1e-5)
+    assert p.check_choice(out.choices) is None
+
+
+def test_a_slow_first_round_has_the_search_beside_it_and_takes_its_answer(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    solve = HighsModel.solve
+    handed: list[dict[int, int] | None] = []
+
+    def slow(self, time_limit, offers=None):  # noqa: ANN001, ANN202
+        if offers is not None:  # the exact solve (the search's own solves have no offers)
+            time.sleep(0.5)  # the search, started beside it, has finished by now
+            handed.append(offers())
+        return solve(self, time_limit, offers)
+
+    monkeypatch.setattr(HighsModel, "solve", slow)
+    monkeypatch.setattr(ilp, "SEARCH_GRACE", 0.05)
+    out = ilp.solve_ilp(
+        MERGE, solver="highs", time_limit=10, warm_start=greedy_dag(MERGE), decompose=False
+    )
+    assert "search beside it" in out.message
+    assert handed[0] is not None and MERGE.dag_cost(handed[0]) == 4
+    assert out.status == "optimal" and MERGE.dag_cost(out.choices) == 4
