@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import tempfile
 import threading
 import time
@@ -300,9 +299,8 @@ def solve_ilp(
       cuts), solve again; every solve's dual bound is a lower bound on every acyclic
       extraction (the cuts are valid for them). With ``search``, a large-neighbourhood
       search (:func:`tensat_py.extract.lns.improve`) runs in a second thread beside the
-      first solve (a cyclic graph's time-boxed first round after :data:`SEARCH_GRACE`
-      seconds; an acyclic solve once it has used half its time, on a free core only),
-      hands its answers to the running solve and stops when it meets the bound.
+      time-boxed first round (once it has run :data:`SEARCH_GRACE` seconds), hands its
+      answers to the running solve and stops when it meets the round's bound.
     * ``solver="cbc"``: PuLP and CBC as before (:func:`_solve_exact`), the search first on
       cyclic e-graphs; the lower bound is the optimum when CBC proves one, else the LP
       relaxation's value (HiGHS).
@@ -318,8 +316,8 @@ def solve_ilp(
         cycle_constraints: ``"lazy"``, ``"order"`` or ``"none"``.
         order_vars: as in :func:`_solve_exact`.
         warm_start: an acyclic choice to start from (the incumbent and MIP start).
-        search: run the search beside the first exact solve (HiGHS; ``"lazy"`` mode on a
-            cyclic e-graph, any acyclic one) or before the exact ILP (CBC, cyclic only).
+        search: run the search on cyclic e-graphs (``"lazy"`` mode only): beside the first
+            exact round (HiGHS) or before the exact ILP (CBC).
         seed: the search's random seed.
         simplify_graph: apply the dominance and necessary-class simplifications (pruning is
             always applied).
@@ -463,7 +461,7 @@ def _solve_highs(
     rounds = 0
     solve_seconds = 0.0
     lns_note = ""
-    searched = not (search and best is not None)
+    searched = not (lazy and search and best is not None)
     last = "no solve"
     proved_by_solver = False
     while True:
@@ -482,9 +480,8 @@ def _solve_highs(
                 simp,
                 model,
                 best,
-                limit=min(remaining, max(1.0, 0.4 * remaining)) if lazy else remaining,
-                search_limit=0.8 * remaining if lazy else remaining,
-                time_boxed=lazy,
+                limit=min(remaining, max(1.0, 0.4 * remaining)),
+                search_limit=0.8 * remaining,
                 seed=seed,
             )
             if lns is not None:
@@ -511,7 +508,7 @@ def _solve_highs(
                 proved_by_solver = True
                 bound = max(bound, min(s.objective, best_cost))
                 break
-            if not (beside and lazy):
+            if not beside:
                 break  # time limit with an acyclic incumbent
             continue  # the time-boxed first round: a full one follows
         if not cycles or not lazy:
@@ -544,7 +541,6 @@ def _solve_highs(
 
 #: An exact solve that has not finished after this many seconds gets a search beside it.
 SEARCH_GRACE = 0.5
-STALL = 12
 
 
 def _solve_beside_search(
@@ -555,7 +551,6 @@ def _solve_beside_search(
     *,
     limit: float,
     search_limit: float,
-    time_boxed: bool,
     seed: int,
 ) -> tuple[HighsSolve, LnsOutcome | None]:
     """Runs one exact HiGHS solve (``limit`` seconds) in a thread and, once it has run for
@@ -576,25 +571,17 @@ def _solve_beside_search(
 
     def stop(cost: float) -> bool:
         s = done.get("solve")
-        return s is not None and (s.optimal or _met(cost, s.lower_bound) or not time_boxed)
+        return s is not None and (s.optimal or _met(cost, s.lower_bound))
 
     def hand_over(choice: dict[int, int], cost: float) -> None:
         pending["choice"] = choice
 
     t0 = time.perf_counter()
     thread = threading.Thread(target=exact, name="tensat-exact-solve")
-    with _RUNNING_LOCK:
-        _RUNNING[0] += 1
     thread.start()
     lns = None
     try:
-        # A time-boxed round searches at once; beside an acyclic solve, whose proof the
-        # search slows down, only once the solve has used half its time.
-        thread.join(min(SEARCH_GRACE, 0.1 * limit) if time_boxed else 0.5 * limit)
-        # Beside an acyclic solve the search only takes a core no other solve is using
-        # (pieces of a decomposition are solved several at once): it waits for one.
-        while thread.is_alive() and not time_boxed and _RUNNING[0] >= _cores():
-            thread.join(0.1)
+        thread.join(min(SEARCH_GRACE, 0.1 * limit))
         if thread.is_alive():
             lns = improve(
                 problem,
@@ -602,27 +589,12 @@ def _solve_beside_search(
                 simp.keep,
                 time_limit=search_limit - (time.perf_counter() - t0),
                 seed=seed,
-                stall=STALL if time_boxed else 1,
                 stop=stop,
                 on_improve=hand_over,
             )
     finally:
         thread.join()
-        with _RUNNING_LOCK:
-            _RUNNING[0] -= 1
     return done["solve"], lns
-
-
-_RUNNING = [0]  # exact solves running now (all threads)
-_RUNNING_LOCK = threading.Lock()
-
-
-def _cores() -> int:
-    """CPU cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _two_cycle_cuts(problem: ExtractionProblem, model: object) -> None:
