@@ -108,10 +108,11 @@ def extract(
             ``"none"`` (cyclic answers fall back to greedy).
         order_vars: ``"real"`` or ``"int"`` order variables for ``"order"``.
         warm_start: start CBC from the greedy DAG solution.
-        search: improve the start by exact ILPs over acyclic restrictions (HiGHS; see
-            :mod:`tensat_py.extract.lns`), beside the first exact solve (``solver="highs"``)
-            or before the exact ILP on e-graphs with class cycles (``"cbc"``); its answers
-            are ``"feasible"`` unless a lower bound proves them optimal.
+        search: on e-graphs with class cycles (``"lazy"`` mode), improve the start by
+            exact ILPs over acyclic restrictions (HiGHS; see :mod:`tensat_py.extract.lns`),
+            beside the first exact round (``solver="highs"``) or before the exact ILP
+            (``"cbc"``); its answers are ``"feasible"`` unless a lower bound proves them
+            optimal.
         beam_width: partial solutions kept per class by ``"beam"`` (and by the ILP's warm
             start on cyclic e-graphs).
         simplify: simplify the e-graph before the ILP (dominated nodes, nodes needing their

@@ -7,23 +7,22 @@ against 4.85 ms on VGG) and cycle cuts or order variables close that gap far too
 
 This module searches instead. Any ranking of the classes defines an *acyclic restriction*:
 keep a node only when every child class ranks strictly below the node's class. Over a
-restriction the plain ILP (one ``x`` per node, a ``y`` per class, no cycle constraints) is
-exact and small, and HiGHS solves it in about a second on 20k-node e-graphs. The search
-keeps an incumbent acyclic choice ``S`` (initially the greedy DAG) and repeats:
+restriction the plain ILP (no cycle constraints) is exact, and HiGHS solves it in seconds
+on 20k-node e-graphs. The search keeps an incumbent acyclic choice ``S`` (initially the
+greedy DAG) and repeats:
 
-1. draw a ranking from a randomised depth-first search over the class graph that always
-   contains ``S`` (``S``'s classes are explored through ``S``'s node first; a released class
-   also explores its other nodes, in random order or cheapest first; a class is never
-   entered while one of the classes on the search path is ``S``-reachable from it, so no
-   edge of ``S`` can become a back edge) — the rank is the post-order number;
-2. keep the nodes consistent with the ranking, drop what can then no longer be built or
-   reached (:func:`tensat_py.extract.ilp.prune`), and solve the ILP on what is left with
-   ``S`` as the MIP start (``Highs.setSolution``);
+1. offer the nodes of a neighbourhood of ``S`` (:func:`neighbourhood`: released classes of
+   ``S`` any node, the rest of ``S`` its chosen node, new classes within a radius of the
+   released ones any node); the first step releases all of ``S`` with no radius limit;
+2. draw a ranking from a randomised depth-first search over the offered nodes that always
+   contains ``S`` (:func:`_ranks`) and keep the nodes consistent with it; drop what can then
+   no longer be built or reached (:func:`tensat_py.extract.ilp.prune`), and solve the ILP
+   on what is left with ``S`` as the MIP start (:func:`solve_restricted`);
 3. take the answer when it is cheaper.
 
 Every restriction holds ``S``, so the incumbent never gets worse, and every answer is
 acyclic by construction. The search cannot prove optimality: its results are "feasible".
-The random source is seeded, so runs are reproducible.
+The random source is seeded, so runs are reproducible for a given machine speed.
 """
 
 from __future__ import annotations
@@ -329,15 +328,15 @@ def improve(
         remaining = time_limit - (time.perf_counter() - t0)
         if remaining <= 0.2:
             break
-        # Release a share of the incumbent's classes. Half the time they form a window of
-        # the incumbent's topological order, so that operators of one layer (which merge
-        # together) are released together; otherwise the share is scattered over it.
         if iterations == 0:
             # The first step releases every class and offers every node: one acyclic
             # restriction of the whole e-graph, which often holds the optimum already.
             release, reach = set(best), problem.num_classes
             cap = max(per_solve, 0.5 * remaining)
         else:
+            # Release a share of the incumbent's classes. Half the time they form a window
+            # of the incumbent's topological order, so that operators of one layer (which
+            # merge together) are released together; otherwise the share is scattered.
             topo = _postorder(problem, best)
             width = max(1, round(share * len(topo)))
             first = rng.randrange(0, max(1, len(topo) - width + 1))
