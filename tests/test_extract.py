@@ -93,6 +93,25 @@ def test_a_failing_cbc_falls_back_and_leaves_no_files_behind(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_cbc_running_past_the_time_limit_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    import pulp
+
+    # A "CBC" that ignores its time limit (as CBC does while it processes a MIP start).
+    slow = tmp_path / "slow-cbc"
+    slow.write_text("#!/bin/sh\nsleep 20\n")
+    slow.chmod(0o755)
+    monkeypatch.setattr(pulp.PULP_CBC_CMD, "pulp_cbc_path", str(slow))
+    t0 = time.perf_counter()
+    r = extract(SHARED, solver="cbc", time_limit=2, decompose=False, path_bound=False)
+    assert time.perf_counter() - t0 < 8
+    assert r.status == "fallback-greedy" and r.cost == 6, r
+    assert "had no answer at the time limit and was stopped" in r.message
+
+
 def test_ilp_without_cycle_constraints_falls_back_or_is_acyclic() -> None:
     r = extract(CYCLIC, cycle_constraints="none", time_limit=10, decompose=False, path_bound=False)
     assert_valid(CYCLIC, r)

@@ -262,9 +262,16 @@ def _solver_failure(solver: str, error: BaseException) -> str:
     """One line saying the ILP solver failed and why, without PuLP's advice to its own
     users (``use msg=True``) and the binary's path: PuLP says only that the CBC process
     exited with an error (it segfaults, for one, when its time limit falls inside the
-    processing of a MIP start on a large model)."""
+    processing of a MIP start on a large model), or that it was stopped at the time limit."""
+    from tensat_py.extract.ilp import SolverStopped
+
+    hint = "; solver='highs' may solve it" if solver == "cbc" else ""
+    if isinstance(error, SolverStopped):
+        return (
+            f"ILP solver {solver} had no answer at the time limit and was stopped; kept the "
+            f"greedy DAG answer{hint}"
+        )
     text = str(error)
     if "Error while trying to execute" in text:
         text = "the CBC process exited with an error"
-    hint = "; solver='highs' may solve it" if solver == "cbc" else ""
     return f"ILP solver {solver} failed: {text}; kept the greedy DAG answer{hint}"

@@ -191,18 +191,77 @@ def _solver(solver: str, time_limit: float, warm_start: bool) -> pulp.LpSolver:
     raise ValueError(f"unknown solver {solver!r} (expected 'cbc' or 'highs')")
 
 
-def _run(lp: pulp.LpProblem, solver: pulp.LpSolver) -> None:
+class SolverStopped(pulp.PulpSolverError):
+    """The solver process ran past the deadline and was stopped (it had no answer yet)."""
+
+
+def _run(lp: pulp.LpProblem, solver: pulp.LpSolver, deadline: float | None = None) -> None:
     """Solves ``lp`` with ``solver``; a command-line solver (CBC) writes its model, warm
     start and solution files into a private temporary folder that is removed whatever
     happens. PuLP deletes them only after a successful run, so a CBC that exits with an
     error (``pulp.PulpSolverError``, raised on) would leave them (13 MB for NasRNN) in /tmp.
+
+    With a ``deadline`` (``time.perf_counter()`` seconds), a CBC process still running then
+    is stopped and :class:`SolverStopped` raised: CBC's own limit does not cover PuLP's
+    writing of the model, and CBC does not look at it while it processes a MIP start (46k
+    variables: 21 s of a 10 s budget, bench/extract_bench.md).
+
+    Raises:
+        SolverStopped: the process was stopped at the deadline.
+        pulp.PulpSolverError: the solver failed.
     """
     if not isinstance(solver, pulp.LpSolver_CMD):
         lp.solve(solver)
         return
     with tempfile.TemporaryDirectory(prefix="tensat-cbc-") as folder:
         solver.tmpDir = folder
-        lp.solve(solver)
+        stopped: list[int] = []
+        watchdog = None
+        if deadline is not None:
+            wait = max(0.0, deadline - time.perf_counter())
+            watchdog = threading.Timer(wait, lambda: stopped.extend(_stop_processes(folder)))
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            lp.solve(solver)
+        except pulp.PulpSolverError as e:
+            if stopped:
+                raise SolverStopped("the solver process was stopped at the time limit") from e
+            raise
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+
+def _stop_processes(folder: str) -> list[int]:
+    """Kills this process's children whose command line names ``folder`` (Linux's /proc;
+    nothing elsewhere). Returns their process ids."""
+    import os
+    import signal
+
+    killed = []
+    me = str(os.getpid())
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return killed
+    for pid in entries:
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                parent = f.read().rsplit(b")", 1)[1].split()[1].decode()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+        if parent == me and folder in cmdline:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
+            except OSError:
+                pass
+    return killed
 
 
 def _choose(
@@ -851,7 +910,11 @@ def _solve_exact(
                 solve_seconds=solve_s,
             )
         t_solve = time.perf_counter()
-        _run(lp, _solver(solver, remaining, bool(warm_start) and solver == "cbc"))
+        _run(
+            lp,
+            _solver(solver, remaining, bool(warm_start) and solver == "cbc"),
+            deadline=start + time_limit,
+        )
         solve_s += time.perf_counter() - t_solve
         rounds += 1
         sol = lp.sol_status
