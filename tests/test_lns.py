@@ -147,3 +147,16 @@ def test_a_slow_first_round_has_the_search_beside_it_and_takes_its_answer(monkey
     assert "search beside it" in out.message
     assert handed[0] is not None and MERGE.dag_cost(handed[0]) == 4
     assert out.status == "optimal" and MERGE.dag_cost(out.choices) == 4
+
+
+def test_an_error_in_the_exact_solve_beside_the_search_reaches_the_caller(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    def broken(self, time_limit, offers=None):  # noqa: ANN001, ANN202
+        raise RuntimeError("HiGHS broke")
+
+    monkeypatch.setattr(HighsModel, "solve", broken)
+    with pytest.raises(RuntimeError, match="HiGHS broke"):
+        ilp.solve_ilp(
+            MERGE, solver="highs", time_limit=5, warm_start=greedy_dag(MERGE), decompose=False
+        )

@@ -624,9 +624,13 @@ def _solve_beside_search(
 
     pending: dict[str, dict[int, int]] = {}
     done: dict[str, HighsSolve] = {}
+    failed: list[BaseException] = []
 
     def exact() -> None:
-        done["solve"] = model.solve(limit, offers=lambda: pending.pop("choice", None))
+        try:
+            done["solve"] = model.solve(limit, offers=lambda: pending.pop("choice", None))
+        except BaseException as e:  # re-raised in the calling thread
+            failed.append(e)
 
     def stop(cost: float) -> bool:
         s = done.get("solve")
@@ -636,23 +640,25 @@ def _solve_beside_search(
         pending["choice"] = choice
 
     t0 = time.perf_counter()
-    thread = threading.Thread(target=exact, name="tensat-exact-solve")
+    # A daemon: should the search raise (or be interrupted), the time-boxed solve ends on
+    # its own and does not keep the process alive.
+    thread = threading.Thread(target=exact, name="tensat-exact-solve", daemon=True)
     thread.start()
+    thread.join(min(SEARCH_GRACE, 0.1 * limit))
     lns = None
-    try:
-        thread.join(min(SEARCH_GRACE, 0.1 * limit))
-        if thread.is_alive():
-            lns = improve(
-                problem,
-                start,
-                simp.keep,
-                time_limit=search_limit - (time.perf_counter() - t0),
-                seed=seed,
-                stop=stop,
-                on_improve=hand_over,
-            )
-    finally:
-        thread.join()
+    if thread.is_alive():
+        lns = improve(
+            problem,
+            start,
+            simp.keep,
+            time_limit=search_limit - (time.perf_counter() - t0),
+            seed=seed,
+            stop=stop,
+            on_improve=hand_over,
+        )
+    thread.join()
+    if failed:
+        raise failed[0]
     return done["solve"], lns
 
 
