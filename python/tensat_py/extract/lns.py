@@ -141,6 +141,8 @@ def neighbourhood(
         allowed[c] = list(by_class[c])
     frontier = list(release)
     for _ in range(radius):
+        if not frontier:
+            break
         reached: list[int] = []
         for c in frontier:
             for i in allowed[c]:
