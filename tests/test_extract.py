@@ -112,6 +112,29 @@ def test_a_cbc_running_past_the_time_limit_is_stopped(
     assert "had no answer at the time limit and was stopped" in r.message
 
 
+def test_a_cbc_started_after_the_deadline_is_stopped_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PuLP may still be writing the model when the deadline comes and start CBC after it.
+    import time
+
+    import pulp
+    from tensat_py.extract.ilp import SolverStopped, _run, _solver
+
+    slow = tmp_path / "slow-cbc"
+    slow.write_text("#!/bin/sh\nsleep 20\n")
+    slow.chmod(0o755)
+    monkeypatch.setattr(pulp.PULP_CBC_CMD, "pulp_cbc_path", str(slow))
+    lp = pulp.LpProblem("tiny", pulp.LpMinimize)
+    x = lp.add_variable("x", 0, 1, cat=pulp.LpBinary)
+    lp += x
+    lp += x >= 0
+    t0 = time.perf_counter()
+    with pytest.raises(SolverStopped, match="stopped at the time limit"):
+        _run(lp, _solver("cbc", 30.0, False), deadline=time.perf_counter() - 1.0)
+    assert time.perf_counter() - t0 < 8
+
+
 def test_ilp_without_cycle_constraints_falls_back_or_is_acyclic() -> None:
     r = extract(CYCLIC, cycle_constraints="none", time_limit=10, decompose=False, path_bound=False)
     assert_valid(CYCLIC, r)

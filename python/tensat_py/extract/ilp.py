@@ -216,11 +216,19 @@ def _run(lp: pulp.LpProblem, solver: pulp.LpSolver, deadline: float | None = Non
     with tempfile.TemporaryDirectory(prefix="tensat-cbc-") as folder:
         solver.tmpDir = folder
         stopped: list[int] = []
-        watchdog = None
-        if deadline is not None:
-            wait = max(0.0, deadline - time.perf_counter())
-            watchdog = threading.Timer(wait, lambda: stopped.extend(_stop_processes(folder)))
-            watchdog.daemon = True
+        finished = threading.Event()
+
+        def watch() -> None:
+            # From the deadline on, until the solve returns: PuLP may still be writing the
+            # model when the deadline comes, and start CBC after it.
+            assert deadline is not None
+            if finished.wait(max(0.0, deadline - time.perf_counter())):
+                return
+            while not stopped and not finished.wait(0.05):
+                stopped.extend(_stop_processes(folder))
+
+        watchdog = threading.Thread(target=watch, daemon=True) if deadline is not None else None
+        if watchdog is not None:
             watchdog.start()
         try:
             lp.solve(solver)
@@ -229,8 +237,9 @@ def _run(lp: pulp.LpProblem, solver: pulp.LpSolver, deadline: float | None = Non
                 raise SolverStopped("the solver process was stopped at the time limit") from e
             raise
         finally:
+            finished.set()
             if watchdog is not None:
-                watchdog.cancel()
+                watchdog.join()
 
 
 def _stop_processes(folder: str) -> list[int]:
