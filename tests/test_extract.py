@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -93,18 +94,19 @@ def test_a_failing_cbc_falls_back_and_leaves_no_files_behind(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_cbc_running_past_the_time_limit_is_stopped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import time
-
+@pytest.fixture
+def slow_cbc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A "CBC" that ignores its time limit (as CBC does while it processes a MIP start)."""
     import pulp
 
-    # A "CBC" that ignores its time limit (as CBC does while it processes a MIP start).
     slow = tmp_path / "slow-cbc"
     slow.write_text("#!/bin/sh\nsleep 20\n")
     slow.chmod(0o755)
     monkeypatch.setattr(pulp.PULP_CBC_CMD, "pulp_cbc_path", str(slow))
+
+
+@pytest.mark.usefixtures("slow_cbc")
+def test_a_cbc_running_past_the_time_limit_is_stopped() -> None:
     t0 = time.perf_counter()
     r = extract(SHARED, solver="cbc", time_limit=2, decompose=False, path_bound=False)
     assert time.perf_counter() - t0 < 8
@@ -112,19 +114,12 @@ def test_a_cbc_running_past_the_time_limit_is_stopped(
     assert "had no answer at the time limit and was stopped" in r.message
 
 
-def test_a_cbc_started_after_the_deadline_is_stopped_too(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("slow_cbc")
+def test_a_cbc_started_after_the_deadline_is_stopped_too() -> None:
     # PuLP may still be writing the model when the deadline comes and start CBC after it.
-    import time
-
     import pulp
     from tensat_py.extract.ilp import SolverStopped, _run, _solver
 
-    slow = tmp_path / "slow-cbc"
-    slow.write_text("#!/bin/sh\nsleep 20\n")
-    slow.chmod(0o755)
-    monkeypatch.setattr(pulp.PULP_CBC_CMD, "pulp_cbc_path", str(slow))
     lp = pulp.LpProblem("tiny", pulp.LpMinimize)
     x = lp.add_variable("x", 0, 1, cat=pulp.LpBinary)
     lp += x

@@ -233,6 +233,9 @@ def _run(lp: pulp.LpProblem, solver: pulp.LpSolver, deadline: float | None = Non
         try:
             lp.solve(solver)
         except pulp.PulpSolverError as e:
+            finished.set()
+            if watchdog is not None:
+                watchdog.join()  # it may have killed the process and not yet said so
             if stopped:
                 raise SolverStopped("the solver process was stopped at the time limit") from e
             raise
