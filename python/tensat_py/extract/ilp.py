@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import signal
 import tempfile
 import threading
 import time
@@ -232,26 +234,22 @@ def _run(lp: pulp.LpProblem, solver: pulp.LpSolver, deadline: float | None = Non
             watchdog.start()
         try:
             lp.solve(solver)
+            return
         except pulp.PulpSolverError as e:
-            finished.set()
-            if watchdog is not None:
-                watchdog.join()  # it may have killed the process and not yet said so
-            if stopped:
-                raise SolverStopped("the solver process was stopped at the time limit") from e
-            raise
+            failure = e
         finally:
             finished.set()
             if watchdog is not None:
-                watchdog.join()
+                watchdog.join()  # it may have killed the process and not yet said so
+        if stopped:
+            raise SolverStopped("the solver process was stopped at the time limit") from failure
+        raise failure
 
 
 def _stop_processes(folder: str) -> list[int]:
     """Kills this process's children whose command line names ``folder`` (Linux's /proc;
     nothing elsewhere). Returns their process ids."""
-    import os
-    import signal
-
-    killed = []
+    killed: list[int] = []
     me = str(os.getpid())
     try:
         entries = os.listdir("/proc")
