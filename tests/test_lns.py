@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 
 import pytest
 from extraction_helpers import make
-from tensat_py.egraph import load_json
+from tensat_py.egraph import ExtractionProblem, load_json
 from tensat_py.extract.greedy import greedy_dag
 from tensat_py.extract.highs import HighsModel
 from tensat_py.extract.lns import improve, neighbourhood
@@ -37,6 +38,20 @@ MERGE = make(
     ],
     roots=[8],
 )
+
+
+def cover(targets: int = 30, sets: int = 120, seed: int = 0) -> ExtractionProblem:
+    """Weighted set cover as an acyclic e-graph (hard for the ILP's LP relaxation, as
+    Inception-v3's merges are): the root needs every target class; a target is a leaf of
+    its own cost or a free split of a merge class, a leaf covering 3-6 targets at once."""
+    rng = random.Random(seed)
+    nodes: list[tuple[int, list[int], float]] = [(0, list(range(1, targets + 1)), 0.0)]
+    nodes += [(j, [], rng.uniform(2, 4)) for j in range(1, targets + 1)]
+    for s in range(sets):
+        merged = targets + 1 + s
+        nodes.append((merged, [], rng.uniform(3, 8)))
+        nodes += [(j, [merged], 0.0) for j in rng.sample(range(1, targets + 1), rng.randint(3, 6))]
+    return make(nodes, roots=[0])
 
 
 def test_search_merges_through_a_split_concat_cycle() -> None:
@@ -133,11 +148,11 @@ def test_a_slow_first_round_has_the_search_beside_it_and_takes_its_answer(monkey
     solve = HighsModel.solve
     handed: list[dict[int, int] | None] = []
 
-    def slow(self, time_limit, offers=None):  # noqa: ANN001, ANN202
+    def slow(self, time_limit, offers=None, interrupt=None):  # noqa: ANN001, ANN202
         if offers is not None:  # the exact solve (the search's own solves have no offers)
             time.sleep(0.5)  # the search, started beside it, has finished by now
             handed.append(offers())
-        return solve(self, time_limit, offers)
+        return solve(self, time_limit, offers, interrupt)
 
     monkeypatch.setattr(HighsModel, "solve", slow)
     monkeypatch.setattr(ilp, "SEARCH_GRACE", 0.05)
@@ -152,7 +167,7 @@ def test_a_slow_first_round_has_the_search_beside_it_and_takes_its_answer(monkey
 def test_an_error_in_the_exact_solve_beside_the_search_reaches_the_caller(monkeypatch) -> None:
     from tensat_py.extract import ilp
 
-    def broken(self, time_limit, offers=None):  # noqa: ANN001, ANN202
+    def broken(self, time_limit, offers=None, interrupt=None):  # noqa: ANN001, ANN202
         raise RuntimeError("HiGHS broke")
 
     monkeypatch.setattr(HighsModel, "solve", broken)
@@ -160,3 +175,101 @@ def test_an_error_in_the_exact_solve_beside_the_search_reaches_the_caller(monkey
         ilp.solve_ilp(
             MERGE, solver="highs", time_limit=5, warm_start=greedy_dag(MERGE), decompose=False
         )
+
+
+def test_a_highs_solve_stops_when_interrupted() -> None:
+    p = cover()
+    model = HighsModel(p, simplify(p))
+    polled: list[float] = []
+    solve = model.solve(30, interrupt=lambda gap: polled.append(gap) or True)
+    assert polled and solve.status == "Interrupted by user" and not solve.optimal
+    assert model.h.cbMipInterrupt.callbacks == []  # unsubscribed after the run
+
+
+def slow_exact_solve(
+    monkeypatch,  # noqa: ANN001
+    handed: list[dict[int, int] | None],
+    gap: float | None = None,
+) -> None:
+    """Makes the exact solve (the one polling offers) report ``gap`` (if given), wait 1 s,
+    then take the offer."""
+    solve = HighsModel.solve
+
+    def slow(self, time_limit, offers=None, interrupt=None):  # noqa: ANN001, ANN202
+        if offers is not None:
+            if gap is not None and interrupt is not None:
+                interrupt(gap)
+            time.sleep(1.0)
+            handed.append(offers())
+        return solve(self, time_limit, offers, interrupt)
+
+    monkeypatch.setattr(HighsModel, "solve", slow)
+
+
+def test_a_slow_acyclic_solve_gets_the_search_late_and_takes_its_answer(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    p = cover()
+    greedy = greedy_dag(p)
+    handed: list[dict[int, int] | None] = []
+    slow_exact_solve(monkeypatch, handed)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    out = ilp.solve_ilp(p, solver="highs", time_limit=20, warm_start=greedy, decompose=False)
+    assert "search beside it" in out.message
+    assert handed[0] is not None and p.dag_cost(handed[0]) < p.dag_cost(greedy)
+    assert out.status == "optimal" and out.stats["search_steps"] > 0
+
+
+def test_the_late_search_skips_a_solve_already_close_to_its_bound(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    p = cover()
+    handed: list[dict[int, int] | None] = []
+    slow_exact_solve(monkeypatch, handed, gap=0.5 * ilp.LATE_SEARCH_GAP)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    out = ilp.solve_ilp(p, solver="highs", time_limit=20, warm_start=greedy_dag(p), decompose=False)
+    assert "search beside it" not in out.message and handed == [None]
+    assert out.stats["search_steps"] == 0
+
+
+def test_the_late_search_waits_while_another_extraction_runs(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    p = cover()
+    handed: list[dict[int, int] | None] = []
+    slow_exact_solve(monkeypatch, handed)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    with ilp.RUNNING:  # another piece's solve, still running when this one ends
+        out = ilp.solve_ilp(
+            p, solver="highs", time_limit=20, warm_start=greedy_dag(p), decompose=False
+        )
+    assert "search beside it" not in out.message and handed == [None]
+    assert ilp.RUNNING.count == 0
+
+
+def test_an_error_in_the_search_interrupts_the_exact_solve_beside_it(monkeypatch) -> None:
+    from tensat_py.extract import ilp, lns
+
+    solve = HighsModel.solve
+    statuses: list[str] = []
+
+    def recorded(self, time_limit, offers=None, interrupt=None):  # noqa: ANN001, ANN202
+        out = solve(self, time_limit, offers, interrupt)
+        if offers is not None:
+            statuses.append(out.status)
+        return out
+
+    def broken(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise RuntimeError("search broke")
+
+    monkeypatch.setattr(HighsModel, "solve", recorded)
+    monkeypatch.setattr(lns, "improve", broken)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.001)
+    p = cover(40, 300)  # HiGHS needs seconds to prove it
+    with pytest.raises(RuntimeError, match="search broke"):
+        ilp.solve_ilp(p, solver="highs", time_limit=60, warm_start=greedy_dag(p), decompose=False)
+    assert statuses == ["Interrupted by user"]

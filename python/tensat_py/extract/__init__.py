@@ -48,7 +48,8 @@ class ExtractionResult:
         solve_seconds: seconds spent inside the ILP solver.
         simplify_seconds: seconds spent simplifying the e-graph before the ILP.
         stats: counts from the simplification and the model (``kept_nodes``,
-            ``dominated``, ``necessary``, ``model_vars``, ``model_rows``, ...).
+            ``dominated``, ``necessary``, ``model_vars``, ``model_rows``, ``search_steps``,
+            ``search_improvements``, ...).
     """
 
     choices: dict[int, int]
@@ -112,7 +113,10 @@ def extract(
             exact ILPs over acyclic restrictions (HiGHS; see :mod:`tensat_py.extract.lns`),
             beside the first exact round (``solver="highs"``) or before the exact ILP
             (``"cbc"``); its answers are ``"feasible"`` unless a lower bound proves them
-            optimal.
+            optimal. With ``solver="highs"`` an acyclic problem (or piece) of at least
+            ``ilp.LATE_SEARCH_NODES`` nodes whose solve has not finished after
+            ``ilp.LATE_SEARCH_SHARE`` of its time gets the search beside it too, once no
+            other piece is being solved.
         beam_width: partial solutions kept per class by ``"beam"`` (and by the ILP's warm
             start on cyclic e-graphs).
         simplify: simplify the e-graph before the ILP (dominated nodes, nodes needing their

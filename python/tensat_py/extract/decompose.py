@@ -352,7 +352,9 @@ def solve_pieces(
         ``pieces``, ``pieces_proved``, ``pieces_path_proved`` (of those, proved by their
         critical-path bound), ``pieces_greedy`` (pieces whose solver gave no answer: they
         keep their warm start), ``largest_piece`` (kept nodes), ``workers`` and the summed
-        ``model_vars`` and ``model_rows``.
+        ``model_vars`` and ``model_rows``, ``search_steps`` and ``search_improvements``
+        (restricted ILPs solved and improvements found by the searches beside the pieces'
+        solves).
     """
     import heapq
     from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -445,6 +447,10 @@ def solve_pieces(
         f"{proved} proved ({by_path} by their critical path), "
         f"{sum(o.rounds for o in out)} solve(s), bound {bound:.6g}"
     )
+    searched = sum(o.stats.get("search_steps", 0) > 0 for o in out)
+    if searched:
+        found = sum(o.stats.get("search_improvements", 0) for o in out)
+        msg += f"; the search beside {searched} piece(s) improved {found} time(s)"
     if failed:
         msg += f"; {len(failed)} piece(s) kept their greedy DAG (first: {failed[0]})"
     return IlpOutcome(
@@ -466,6 +472,8 @@ def solve_pieces(
             "workers": workers,
             "model_vars": sum(o.stats.get("model_vars", 0) for o in out),
             "model_rows": sum(o.stats.get("model_rows", 0) for o in out),
+            "search_steps": sum(o.stats.get("search_steps", 0) for o in out),
+            "search_improvements": sum(o.stats.get("search_improvements", 0) for o in out),
         },
     )
 

@@ -284,7 +284,10 @@ class HighsModel:
         return True
 
     def solve(
-        self, time_limit: float, offers: Callable[[], dict[int, int] | None] | None = None
+        self,
+        time_limit: float,
+        offers: Callable[[], dict[int, int] | None] | None = None,
+        interrupt: Callable[[float], bool] | None = None,
     ) -> HighsSolve:
         """Runs HiGHS for at most ``time_limit`` seconds (wall clock).
 
@@ -292,6 +295,11 @@ class HighsModel:
         ``kCallbackMipUserSolution``, several times a second on the models here); a choice it
         returns is handed over as a candidate incumbent, which HiGHS keeps when it is
         cheaper than its own (a search running in another thread feeds the solver so).
+        ``interrupt``, when given, is called at HiGHS's interrupt points
+        (``kCallbackMipInterrupt``, about ten times a second) with the solve's relative gap
+        (``(incumbent - bound) / incumbent``, ``inf`` before the first bound); the solve
+        stops, keeping its incumbent and bound (status "Interrupted by user", not
+        optimal), once it returns ``True``.
         """
         import highspy
 
@@ -301,15 +309,23 @@ class HighsModel:
             if vector is not None:
                 event.data_in.setSolution(vector)
 
+        def check(event: Any) -> None:  # noqa: ANN401
+            if interrupt is not None and interrupt(float(event.data_out.mip_gap)):
+                event.interrupt()
+
         t0 = time.perf_counter()
         self.h.setOptionValue("time_limit", max(0.05, float(time_limit)))
         if offers is not None:
             self.h.cbMipUserSolution.subscribe(inject)
+        if interrupt is not None:
+            self.h.cbMipInterrupt.subscribe(check)
         try:
             self.h.run()
         finally:
             if offers is not None:
                 self.h.cbMipUserSolution.unsubscribe(inject)
+            if interrupt is not None:
+                self.h.cbMipInterrupt.unsubscribe(check)
         status = self.h.getModelStatus()
         info = self.h.getInfo()
         text = self.h.modelStatusToString(status)

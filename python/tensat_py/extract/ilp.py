@@ -369,7 +369,11 @@ def solve_ilp(
       extraction (the cuts are valid for them). With ``search``, a large-neighbourhood
       search (:func:`tensat_py.extract.lns.improve`) runs in a second thread beside the
       time-boxed first round (once it has run :data:`SEARCH_GRACE` seconds), hands its
-      answers to the running solve and stops when it meets the round's bound.
+      answers to the running solve and stops when it meets the round's bound. An acyclic
+      problem of at least :data:`LATE_SEARCH_NODES` kept nodes gets the search beside its
+      one solve once that has used :data:`LATE_SEARCH_SHARE` of its time without
+      finishing, its gap is still above :data:`LATE_SEARCH_GAP` and no other piece is
+      being solved (:data:`RUNNING`).
     * ``solver="cbc"``: PuLP and CBC as before (:func:`_solve_exact`), the search first on
       cyclic e-graphs; the lower bound is the optimum when CBC proves one, else the LP
       relaxation's value (HiGHS).
@@ -386,7 +390,8 @@ def solve_ilp(
         order_vars: as in :func:`_solve_exact`.
         warm_start: an acyclic choice to start from (the incumbent and MIP start).
         search: run the search on cyclic e-graphs (``"lazy"`` mode only): beside the first
-            exact round (HiGHS) or before the exact ILP (CBC).
+            exact round (HiGHS) or before the exact ILP (CBC); and, with HiGHS, beside a
+            slow solve of a large acyclic one (above).
         seed: the search's random seed.
         simplify_graph: apply the dominance and necessary-class simplifications (pruning is
             always applied).
@@ -463,16 +468,17 @@ def solve_ilp(
             outcome.stats = {**simp.stats, **outcome.stats}
             return outcome
     if solver == "highs":
-        outcome = _solve_highs(
-            problem,
-            simp,
-            deadline=start + time_limit,
-            cycle_constraints=cycle_constraints,
-            order_vars=order_vars,
-            warm=warm,
-            search=search,
-            seed=seed,
-        )
+        with RUNNING:
+            outcome = _solve_highs(
+                problem,
+                simp,
+                deadline=start + time_limit,
+                cycle_constraints=cycle_constraints,
+                order_vars=order_vars,
+                warm=warm,
+                search=search,
+                seed=seed,
+            )
     else:
         outcome = _solve_cbc(
             problem,
@@ -530,7 +536,11 @@ def _solve_highs(
     rounds = 0
     solve_seconds = 0.0
     lns_note = ""
-    searched = not (lazy and search and best is not None)
+    searches = {"search_steps": 0, "search_improvements": 0}
+    # Cyclic ("lazy"): the search beside the first round, from the start. Acyclic and
+    # large: the search beside the one solve, late (docs/extraction.md).
+    late = not simp.cyclic and search and best is not None and len(model.nodes) >= LATE_SEARCH_NODES
+    searched = not ((lazy and search and best is not None) or late)
     last = "no solve"
     proved_by_solver = False
     while True:
@@ -544,15 +554,30 @@ def _solve_highs(
             # On a cyclic class graph the first round of lazy cuts (time-boxed, for its
             # bound) runs beside the search, which finds the answers (docs/extraction.md).
             searched = True
-            s, lns = _solve_beside_search(
-                problem,
-                simp,
-                model,
-                best,
-                limit=min(remaining, max(1.0, 0.4 * remaining)),
-                search_limit=0.8 * remaining,
-                seed=seed,
-            )
+            if late:
+                s, lns = _solve_beside_search(
+                    problem,
+                    simp,
+                    model,
+                    best,
+                    limit=remaining,
+                    search_limit=remaining,
+                    seed=seed,
+                    grace=LATE_SEARCH_SHARE * remaining,
+                    whole_first=False,
+                    alone=True,
+                    min_gap=LATE_SEARCH_GAP,
+                )
+            else:
+                s, lns = _solve_beside_search(
+                    problem,
+                    simp,
+                    model,
+                    best,
+                    limit=min(remaining, max(1.0, 0.4 * remaining)),
+                    search_limit=0.8 * remaining,
+                    seed=seed,
+                )
             if lns is not None:
                 if lns.cost < best_cost:
                     best, best_cost = lns.choices, lns.cost
@@ -560,6 +585,10 @@ def _solve_highs(
                     f"; search beside it: {lns.iterations} restricted ILP(s), "
                     f"{lns.improvements} improvement(s), {lns.seconds:.1f} s"
                 )
+                searches = {
+                    "search_steps": lns.iterations,
+                    "search_improvements": lns.improvements,
+                }
         else:
             s = model.solve(remaining)
         rounds += 1
@@ -577,7 +606,7 @@ def _solve_highs(
                 proved_by_solver = True
                 bound = max(bound, min(s.objective, best_cost))
                 break
-            if not beside:
+            if not beside or late:
                 break  # time limit with an acyclic incumbent
             continue  # the time-boxed first round: a full one follows
         if not cycles or not lazy:
@@ -604,12 +633,43 @@ def _solve_highs(
         lower_bound=min(bound, best_cost),
         build_seconds=model.build_seconds,
         solve_seconds=solve_seconds,
-        stats={"model_vars": model.num_vars, "model_rows": model.num_rows},
+        stats={"model_vars": model.num_vars, "model_rows": model.num_rows, **searches},
     )
 
 
 #: An exact solve that has not finished after this many seconds gets a search beside it.
 SEARCH_GRACE = 0.5
+
+
+class _Running:
+    """How many HiGHS extractions of this process are running now (the pieces of a
+    decomposed e-graph are solved several at once, one thread each)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def __enter__(self) -> None:
+        with self.lock:
+            self.count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self.count -= 1
+
+
+RUNNING = _Running()
+
+#: An acyclic problem of at least this many kept nodes gets the search beside its solve...
+LATE_SEARCH_NODES = 1000
+#: ... once the solve has used this share of its time limit without finishing. Most
+#: solves of the zoo's k_multi=2 pieces prove their answer by then; Inception-v3's largest
+#: piece does not, and needs 13-16 s to find its optimum alone (docs/extraction.md).
+LATE_SEARCH_SHARE = 0.4
+#: ... and only when its relative gap is then still above this. NasRNN's pieces are within
+#: 1-6 % of their optimum by then and a search beside them only slows their proofs (on a
+#: busy machine to "feasible" at 10 s); Inception-v3's is at 21-52 %.
+LATE_SEARCH_GAP = 0.15
 
 
 def _solve_beside_search(
@@ -621,52 +681,77 @@ def _solve_beside_search(
     limit: float,
     search_limit: float,
     seed: int,
+    grace: float | None = None,
+    whole_first: bool = True,
+    alone: bool = False,
+    min_gap: float = 0.0,
 ) -> tuple[HighsSolve, LnsOutcome | None]:
     """Runs one exact HiGHS solve (``limit`` seconds) in a thread and, once it has run for
-    :data:`SEARCH_GRACE` seconds (a tenth of ``limit`` at most) without finishing, the search
-    (:func:`tensat_py.extract.lns.improve`, from ``start``, for at most ``search_limit``
-    seconds) beside it: HiGHS releases the GIL, so both cores work. Every answer the search
-    improves on is handed to the running solve (``HighsModel.solve(offers=...)``), which
-    keeps it when cheaper than its own incumbent. The search stops when the solve has proved
-    its answer optimal or a bound the search's incumbent meets. Returns the solve and the
+    ``grace`` seconds (default: :data:`SEARCH_GRACE`, a tenth of ``limit`` at most) without
+    finishing, the search (:func:`tensat_py.extract.lns.improve`, from ``start``, for at most
+    ``search_limit`` seconds from the start of the solve, ``whole_first`` passed on) beside
+    it: HiGHS releases the GIL, so both cores work. With ``alone``, the search waits
+    further until no other HiGHS extraction of the process (:data:`RUNNING`) is running;
+    it does not start when the solve's relative gap is by then ``min_gap`` or less.
+
+    Every answer the search improves on is handed to the running solve
+    (``HighsModel.solve(offers=...)``), which keeps it when cheaper than its own incumbent.
+    The search stops (its running step interrupted) when the solve has failed, or proved its
+    answer optimal or a bound the search's incumbent meets. Returns the solve and the
     search's outcome (``None`` when none was needed)."""
     from tensat_py.extract.lns import improve
 
     pending: dict[str, dict[int, int]] = {}
     done: dict[str, HighsSolve] = {}
     failed: list[BaseException] = []
+    aborted: list[bool] = []  # the search raised: the solve is interrupted
+    gap = [math.inf]  # the solve's relative gap, as last reported
+
+    def watch(now: float) -> bool:
+        gap[0] = now
+        return bool(aborted)
 
     def exact() -> None:
         try:
-            done["solve"] = model.solve(limit, offers=lambda: pending.pop("choice", None))
+            done["solve"] = model.solve(
+                limit, offers=lambda: pending.pop("choice", None), interrupt=watch
+            )
         except BaseException as e:  # re-raised in the calling thread
             failed.append(e)
 
     def stop(cost: float) -> bool:
         s = done.get("solve")
-        return s is not None and (s.optimal or _met(cost, s.lower_bound))
+        return bool(failed) or (s is not None and (s.optimal or _met(cost, s.lower_bound)))
 
     def hand_over(choice: dict[int, int], cost: float) -> None:
         pending["choice"] = choice
 
     t0 = time.perf_counter()
-    # A daemon: should the search raise (or be interrupted), the time-boxed solve ends on
-    # its own and does not keep the process alive.
+    # A daemon, and interrupted when the search raises: a HiGHS solve still running in a
+    # thread when the interpreter exits aborts the process.
     thread = threading.Thread(target=exact, name="tensat-exact-solve", daemon=True)
     thread.start()
-    thread.join(min(SEARCH_GRACE, 0.1 * limit))
+    thread.join(min(SEARCH_GRACE, 0.1 * limit) if grace is None else grace)
+    while alone and thread.is_alive() and RUNNING.count > 1:
+        thread.join(0.05)
     lns = None
-    if thread.is_alive():
-        lns = improve(
-            problem,
-            start,
-            simp.keep,
-            time_limit=search_limit - (time.perf_counter() - t0),
-            seed=seed,
-            stop=stop,
-            on_improve=hand_over,
-        )
-    thread.join()
+    try:
+        if thread.is_alive() and gap[0] > min_gap:
+            lns = improve(
+                problem,
+                start,
+                simp.keep,
+                time_limit=search_limit - (time.perf_counter() - t0),
+                seed=seed,
+                stop=stop,
+                on_improve=hand_over,
+                whole_first=whole_first,
+            )
+    except BaseException:
+        aborted.append(True)
+        raise
+    finally:
+        thread.join()
     if failed:
         raise failed[0]
     return done["solve"], lns

@@ -66,6 +66,7 @@ def solve_restricted(
     keep: list[bool],
     warm: dict[int, int] | None,
     time_limit: float,
+    interrupt: Callable[[float], bool] | None = None,
 ) -> tuple[dict[int, int] | None, bool]:
     """Solves the extraction ILP over the nodes in ``keep`` with HiGHS (highspy).
 
@@ -82,6 +83,8 @@ def solve_restricted(
         keep: one bool per node.
         warm: a choice inside ``keep`` to start from, or ``None``.
         time_limit: seconds for HiGHS.
+        interrupt: polled while HiGHS runs; the solve stops (not proved) once it returns
+            ``True`` (:meth:`~tensat_py.extract.highs.HighsModel.solve`).
 
     Returns:
         ``(choices, proved_optimal)``; ``choices`` is ``None`` when HiGHS found no solution.
@@ -93,7 +96,7 @@ def solve_restricted(
     model = HighsModel(problem, Simplified(keep=keep, forced=set(problem.roots)))
     if warm:
         model.set_start(warm)
-    solve = model.solve(time_limit)
+    solve = model.solve(time_limit, interrupt=interrupt)
     if solve.selected is None:
         return None, False
     choices, _ = _choose(problem, solve.selected, keep)
@@ -274,6 +277,7 @@ def improve(
     stop: Callable[[float], bool] | None = None,
     on_improve: Callable[[dict[int, int], float], None] | None = None,
     radius: int = RADIUS,
+    whole_first: bool = True,
 ) -> LnsOutcome:
     """Improves an acyclic choice by solving ILPs over random acyclic restrictions.
 
@@ -295,12 +299,16 @@ def improve(
         seed: random seed.
         lower_bound: a proved lower bound (the problem's cost unit); the search stops as
             soon as the incumbent reaches it (relative tolerance 1e-6).
-        stop: called with the incumbent's cost before every step; the search ends when it
-            returns ``True`` (e.g. an exact solve running in another thread has proved a
-            bound the incumbent meets).
+        stop: called with the incumbent's cost before every step and while a step's solve
+            runs; the search ends (the running solve interrupted) when it returns ``True``
+            (e.g. an exact solve running in another thread has proved a bound the incumbent
+            meets).
         on_improve: called with every new incumbent and its cost (e.g. to hand it to an
             exact solve running in another thread).
         radius: the neighbourhood radius of the first step (operand steps, at least 1).
+        whole_first: make the first step one restriction of the whole e-graph (every class
+            of the incumbent released, no radius limit). Pass ``False`` on an acyclic
+            e-graph, where that restriction is the whole ILP again.
 
     Returns:
         an :class:`LnsOutcome` (never costlier than ``start``).
@@ -330,7 +338,7 @@ def improve(
         remaining = time_limit - (time.perf_counter() - t0)
         if remaining <= 0.2:
             break
-        if iterations == 0:
+        if iterations == 0 and whole_first:
             # The first step releases every class and offers every node: one acyclic
             # restriction of the whole e-graph, which often holds the optimum already.
             release, reach = set(best), problem.num_classes
@@ -358,7 +366,8 @@ def improve(
             continue
         remaining = time_limit - (time.perf_counter() - t0)
         t1 = time.perf_counter()
-        choices, proved = solve_restricted(problem, keep, best, min(cap, remaining))
+        told = None if stop is None else (lambda gap, cost=best_cost: stop(cost))
+        choices, proved = solve_restricted(problem, keep, best, min(cap, remaining), told)
         iterations += 1
         cost = problem.dag_cost(choices) if choices else math.inf
         better = choices is not None and cost < best_cost - 1e-12 * max(1.0, best_cost)
