@@ -156,6 +156,37 @@ def beam_dag(
     """Beam extraction keeping ``width`` partial DAG solutions per class (``-1`` when not
     reached)."""
 
+def prune(
+    node_eclass: Sequence[int],
+    node_children: Sequence[Sequence[int]],
+    num_classes: int,
+    roots: Sequence[int],
+    forbidden: Sequence[bool],
+) -> list[bool]:
+    """Nodes that can appear in some acyclic extraction from the roots (not forbidden, no
+    self-loop, every child class buildable, class reachable from the roots)."""
+
+def dominated(
+    node_eclass: Sequence[int],
+    node_children: Sequence[Sequence[int]],
+    node_cost: Sequence[float],
+    num_classes: int,
+    keep: Sequence[bool],
+) -> list[int]:
+    """Per node, the kept node of its class that dominates it (no costlier, a subset of its
+    child classes), or ``-1``."""
+
+def class_sccs(
+    node_eclass: Sequence[int],
+    node_children: Sequence[Sequence[int]],
+    num_classes: int,
+    keep: Sequence[bool],
+) -> list[int]:
+    """Strongly connected component id per class of the kept nodes' class graph."""
+
+def sccs(edges: Sequence[Sequence[int]]) -> list[int]:
+    """Strongly connected component id per vertex of a graph given as successor lists."""
+
 def dag_cost(
     node_eclass: Sequence[int],
     node_children: Sequence[Sequence[int]],

@@ -1,7 +1,7 @@
-//! Python bindings of [`crate::extract`]: `tensat_py._core.greedy_tree(...)`,
-//! `tensat_py._core.greedy_dag(...)`, `tensat_py._core.beam_dag(...)` and `tensat_py._core.dag_cost(...)`, the one
-//! implementation of extraction that `tensat_py.extract` and
-//! `tensat_py.egraph.ExtractionProblem.dag_cost` call.
+//! Python bindings of [`crate::extract`] and [`crate::prune`]: `tensat_py._core.greedy_tree`,
+//! `greedy_dag`, `beam_dag` and `dag_cost`, the one implementation of extraction that
+//! `tensat_py.extract` and `tensat_py.egraph.ExtractionProblem.dag_cost` call, and `prune`,
+//! `dominated`, `class_sccs` and `sccs`, the graph passes of `tensat_py.extract.simplify`.
 //!
 //! The greedy extractors take `(node_eclass, node_children, node_cost, num_classes, roots,
 //! forbidden)` as plain lists (children are class indices, `forbidden` one bool per node) and
@@ -162,8 +162,112 @@ pub fn dag_cost(
     Ok(py.allow_threads(|| extract::dag_cost(&p, &picked)))
 }
 
-/// Adds `greedy_tree`, `greedy_dag`, `beam_dag` and `dag_cost` to the `_core` module.
+/// Nodes that can appear in some acyclic extraction from the roots (see
+/// [`crate::prune::prune`]): one bool per node.
+///
+/// Raises `ValueError` on a malformed e-graph (lengths, class or child out of range).
+#[pyfunction]
+pub fn prune(
+    py: Python<'_>,
+    node_eclass: Vec<usize>,
+    node_children: Vec<Vec<usize>>,
+    num_classes: usize,
+    roots: Vec<usize>,
+    forbidden: Vec<bool>,
+) -> PyResult<Vec<bool>> {
+    let node_cost = vec![0.0; node_eclass.len()];
+    let p = Problem {
+        node_eclass: &node_eclass,
+        node_children: &node_children,
+        node_cost: &node_cost,
+        num_classes,
+        roots: &roots,
+        forbidden: &forbidden,
+    };
+    extract::validate(&p).map_err(PyValueError::new_err)?;
+    Ok(py.allow_threads(|| crate::prune::prune(&p)))
+}
+
+/// Dominated nodes (see [`crate::prune::dominated`]): per node, the node of its class that
+/// dominates it, or `-1` (always `-1` for a node outside `keep`).
+///
+/// Raises `ValueError` on a malformed e-graph or a `keep` of the wrong length.
+#[pyfunction]
+pub fn dominated(
+    py: Python<'_>,
+    node_eclass: Vec<usize>,
+    node_children: Vec<Vec<usize>>,
+    node_cost: Vec<f64>,
+    num_classes: usize,
+    keep: Vec<bool>,
+) -> PyResult<Vec<i64>> {
+    let p = Problem {
+        node_eclass: &node_eclass,
+        node_children: &node_children,
+        node_cost: &node_cost,
+        num_classes,
+        roots: &[],
+        forbidden: &keep,
+    };
+    extract::validate(&p).map_err(PyValueError::new_err)?;
+    let out = py.allow_threads(|| crate::prune::dominated(&p, &keep));
+    Ok(out
+        .into_iter()
+        .map(|d| d.map_or(-1, |j| j as i64))
+        .collect())
+}
+
+/// Strongly connected component id per class of the kept nodes' class graph (see
+/// [`crate::prune::class_sccs`]).
+///
+/// Raises `ValueError` on a malformed e-graph or a `keep` of the wrong length.
+#[pyfunction]
+pub fn class_sccs(
+    py: Python<'_>,
+    node_eclass: Vec<usize>,
+    node_children: Vec<Vec<usize>>,
+    num_classes: usize,
+    keep: Vec<bool>,
+) -> PyResult<Vec<usize>> {
+    let node_cost = vec![0.0; node_eclass.len()];
+    let p = Problem {
+        node_eclass: &node_eclass,
+        node_children: &node_children,
+        node_cost: &node_cost,
+        num_classes,
+        roots: &[],
+        forbidden: &keep,
+    };
+    extract::validate(&p).map_err(PyValueError::new_err)?;
+    Ok(py.allow_threads(|| crate::prune::class_sccs(&p, &keep)))
+}
+
+/// Strongly connected component id per vertex of a graph given as successor lists (see
+/// [`crate::prune::sccs`]).
+///
+/// Raises `ValueError` when a successor is not a vertex.
+#[pyfunction]
+pub fn sccs(py: Python<'_>, edges: Vec<Vec<usize>>) -> PyResult<Vec<usize>> {
+    let num = edges.len();
+    if let Some((v, w)) = edges
+        .iter()
+        .enumerate()
+        .find_map(|(v, ws)| ws.iter().find(|&&w| w >= num).map(|&w| (v, w)))
+    {
+        return Err(PyValueError::new_err(format!(
+            "vertex {v}: successor {w} out of range ({num} vertices)"
+        )));
+    }
+    Ok(py.allow_threads(|| crate::prune::sccs(&edges)))
+}
+
+/// Adds `greedy_tree`, `greedy_dag`, `beam_dag`, `dag_cost`, `prune`, `dominated`,
+/// `class_sccs` and `sccs` to the `_core` module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(prune, m)?)?;
+    m.add_function(wrap_pyfunction!(dominated, m)?)?;
+    m.add_function(wrap_pyfunction!(class_sccs, m)?)?;
+    m.add_function(wrap_pyfunction!(sccs, m)?)?;
     m.add_function(wrap_pyfunction!(greedy_tree, m)?)?;
     m.add_function(wrap_pyfunction!(greedy_dag, m)?)?;
     m.add_function(wrap_pyfunction!(beam_dag, m)?)?;

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import pulp
 
+from tensat_py import _core
 from tensat_py.egraph import ExtractionProblem
 from tensat_py.extract.simplify import Simplified
 
@@ -84,99 +85,22 @@ def prune(problem: ExtractionProblem) -> list[bool]:
     Keeps a node when it is not forbidden, does not have its own class as a child, every
     child class is buildable (least fixpoint: a class is buildable when one of its kept nodes
     has only buildable children — this subsumes dropping nodes whose child class has no
-    allowed node) and its class is reachable from the roots through kept nodes.
+    allowed node) and its class is reachable from the roots through kept nodes (computed in
+    Rust: ``tensat_py._core.prune``, ``rust/src/prune.rs``).
 
     Returns:
         one bool per node: kept.
+
+    Raises:
+        ValueError: on a malformed problem (a class or child out of range), naming the node.
     """
-    n = problem.num_nodes
-    forbidden = problem.forbidden_mask()
-    allowed = [
-        not forbidden[i] and problem.node_eclass[i] not in problem.node_children[i]
-        for i in range(n)
-    ]
-    # Least fixpoint of buildable classes, with a counter of unbuilt children per node.
-    parents: list[list[int]] = [[] for _ in range(problem.num_classes)]
-    missing = [0] * n
-    for i in range(n):
-        if not allowed[i]:
-            continue
-        kids = set(problem.node_children[i])
-        missing[i] = len(kids)
-        for c in kids:
-            parents[c].append(i)
-    built = [False] * problem.num_classes
-    queue = [i for i in range(n) if allowed[i] and missing[i] == 0]
-    while queue:
-        i = queue.pop()
-        c = problem.node_eclass[i]
-        if built[c]:
-            continue
-        built[c] = True
-        for j in parents[c]:
-            missing[j] -= 1
-            if missing[j] == 0:
-                queue.append(j)
-    keep = [allowed[i] and missing[i] == 0 for i in range(n)]
-    # Reachability from the roots through kept nodes.
-    by_class = problem.class_nodes()
-    reach = [False] * problem.num_classes
-    stack = [r for r in problem.roots if built[r]]
-    while stack:
-        c = stack.pop()
-        if reach[c]:
-            continue
-        reach[c] = True
-        for i in by_class[c]:
-            if keep[i]:
-                stack.extend(d for d in problem.node_children[i] if not reach[d])
-    return [keep[i] and reach[problem.node_eclass[i]] for i in range(n)]
-
-
-def _sccs(num: int, edges: list[list[int]]) -> list[int]:
-    """Strongly connected component id per vertex (iterative Tarjan)."""
-    index = [-1] * num
-    low = [0] * num
-    on = [False] * num
-    comp = [-1] * num
-    stack: list[int] = []
-    counter = 0
-    ncomp = 0
-    for s in range(num):
-        if index[s] >= 0:
-            continue
-        work = [(s, 0)]
-        index[s] = low[s] = counter
-        counter += 1
-        stack.append(s)
-        on[s] = True
-        while work:
-            v, k = work[-1]
-            if k < len(edges[v]):
-                work[-1] = (v, k + 1)
-                w = edges[v][k]
-                if index[w] < 0:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on[w] = True
-                    work.append((w, 0))
-                elif on[w]:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    u = work[-1][0]
-                    low[u] = min(low[u], low[v])
-                if low[v] == index[v]:
-                    while True:
-                        w = stack.pop()
-                        on[w] = False
-                        comp[w] = ncomp
-                        if w == v:
-                            break
-                    ncomp += 1
-    return comp
+    return _core.prune(
+        problem.node_eclass,
+        problem.node_children,
+        problem.num_classes,
+        problem.roots,
+        problem.forbidden_mask(),
+    )
 
 
 def _solver(solver: str, time_limit: float, warm_start: bool) -> pulp.LpSolver:
@@ -880,11 +804,7 @@ def _lp_bound(problem: ExtractionProblem, simp: Simplified, deadline: float) -> 
 
 def _has_class_cycle(problem: ExtractionProblem, kept: list[bool]) -> bool:
     """Whether the class graph of the kept nodes has a cycle."""
-    edges: list[list[int]] = [[] for _ in range(problem.num_classes)]
-    for i, k in enumerate(kept):
-        if k:
-            edges[problem.node_eclass[i]].extend(problem.node_children[i])
-    comp = _sccs(problem.num_classes, edges)
+    comp = _core.class_sccs(problem.node_eclass, problem.node_children, problem.num_classes, kept)
     return len(set(comp)) < problem.num_classes
 
 
@@ -947,7 +867,7 @@ def _solve_exact(
     edges: list[list[int]] = [[] for _ in classes]
     for i in x:
         edges[cidx[problem.node_eclass[i]]].extend(cidx[c] for c in problem.node_children[i])
-    comp = _sccs(len(classes), edges)
+    comp = _core.sccs(edges)
     sizes: dict[int, int] = {}
     for k in comp:
         sizes[k] = sizes.get(k, 0) + 1

@@ -34,6 +34,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tensat_py import _core
 from tensat_py.egraph import ExtractionProblem
 
 __all__ = ["Simplified", "simplify", "class_sccs", "need_fixpoint"]
@@ -77,14 +78,9 @@ class Simplified:
 
 
 def class_sccs(problem: ExtractionProblem, keep: list[bool]) -> list[int]:
-    """Strongly connected component id per class of the kept nodes' class graph."""
-    from tensat_py.extract.ilp import _sccs
-
-    edges: list[list[int]] = [[] for _ in range(problem.num_classes)]
-    for i, k in enumerate(keep):
-        if k:
-            edges[problem.node_eclass[i]].extend(problem.node_children[i])
-    return _sccs(problem.num_classes, edges)
+    """Strongly connected component id per class of the kept nodes' class graph (Tarjan, in
+    Rust: ``tensat_py._core.class_sccs``); a component's id comes after those it reaches."""
+    return _core.class_sccs(problem.node_eclass, problem.node_children, problem.num_classes, keep)
 
 
 def simplify(
@@ -145,39 +141,30 @@ def simplify(
 
 
 def _dominated(problem: ExtractionProblem, keep: list[bool], dominator: dict[int, int]) -> int:
-    """Removes dominated nodes from ``keep`` (in place); returns how many."""
-    by_class: dict[int, list[int]] = {}
-    for i, k in enumerate(keep):
-        if k:
-            by_class.setdefault(problem.node_eclass[i], []).append(i)
+    """Removes dominated nodes from ``keep`` (in place); returns how many. The comparison runs
+    in Rust (``tensat_py._core.dominated``, ``rust/src/prune.rs``): a class's nodes cheapest
+    first (then fewest distinct children, then id), each compared with the first 64 survivors
+    before it."""
+    found = _core.dominated(
+        problem.node_eclass,
+        problem.node_children,
+        [float(c) for c in problem.node_cost],
+        problem.num_classes,
+        keep,
+    )
     removed = 0
-    for nodes in by_class.values():
-        if len(nodes) < 2:
-            continue
-        # Cheapest, fewest children first: a node can only be dominated by an earlier one.
-        kids = {i: frozenset(problem.node_children[i]) for i in nodes}
-        order = sorted(nodes, key=lambda i: (problem.node_cost[i], len(kids[i]), i))
-        survivors: list[int] = []
-        for i in order:
-            dom = next(
-                (
-                    j
-                    for j in survivors[:64]  # bounded work on huge classes
-                    if problem.node_cost[j] <= problem.node_cost[i] and kids[j] <= kids[i]
-                ),
-                None,
-            )
-            if dom is None:
-                survivors.append(i)
-            else:
-                keep[i] = False
-                dominator[i] = dom
-                removed += 1
+    for i, j in enumerate(found):
+        if j >= 0:
+            keep[i] = False
+            dominator[i] = j
+            removed += 1
     return removed
 
 
 def _necessary(problem: ExtractionProblem, keep: list[bool], comp: list[int]) -> int:
     """Removes nodes whose child needs the node's own class (step 3); returns how many."""
+    if len(set(comp)) == len(comp):  # an acyclic class graph: no class needs another's
+        return 0
     members: dict[int, list[int]] = {}
     for c, k in enumerate(comp):
         members.setdefault(k, []).append(c)
