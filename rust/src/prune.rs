@@ -112,9 +112,11 @@ pub const DOMINANCE_WINDOW: usize = 64;
 /// ```
 /// use _core::extract::Problem;
 /// use _core::prune::dominated;
-/// // class 1: f(class 0) cost 2, g(class 0, class 0) cost 3 (dominated by f), leaf cost 1.
-/// let p = Problem { node_eclass: &[0, 1, 1, 1], node_children: &[vec![], vec![0], vec![0, 0], vec![]],
-///     node_cost: &[1.0, 2.0, 3.0, 1.0], num_classes: 2, roots: &[1], forbidden: &[false; 4] };
+/// // class 1: f(class 0) cost 2, g(class 0, class 0) cost 3 (dominated by f: the same
+/// // children as a set), a leaf of cost 5 (fewer children, but dearer than f).
+/// let children = [vec![], vec![0], vec![0, 0], vec![]];
+/// let p = Problem { node_eclass: &[0, 1, 1, 1], node_children: &children,
+///     node_cost: &[1.0, 2.0, 3.0, 5.0], num_classes: 2, roots: &[1], forbidden: &[false; 4] };
 /// assert_eq!(dominated(&p, &[true; 4]), vec![None, None, Some(1), None]);
 /// ```
 pub fn dominated(p: &Problem, keep: &[bool]) -> Vec<Option<usize>> {
