@@ -23,6 +23,11 @@ greedy DAG) and repeats:
 Every restriction holds ``S``, so the incumbent never gets worse, and every answer is
 acyclic by construction. The search cannot prove optimality: its results are "feasible".
 The random source is seeded, so runs are reproducible for a given machine speed.
+
+The same search, without its whole-e-graph first step (``improve(whole_first=False)``), also
+runs beside a slow exact solve of a large acyclic problem, whose own heuristics find good
+answers late on set-cover-like merges (Inception-v3's convolutions;
+:func:`tensat_py.extract.ilp.solve_ilp`).
 """
 
 from __future__ import annotations
@@ -36,7 +41,14 @@ from dataclasses import dataclass
 
 from tensat_py.egraph import ExtractionProblem
 
-__all__ = ["LnsOutcome", "RADIUS", "improve", "neighbourhood", "solve_restricted"]
+__all__ = [
+    "FIRST_SHARE",
+    "LnsOutcome",
+    "RADIUS",
+    "improve",
+    "neighbourhood",
+    "solve_restricted",
+]
 
 RADIUS = 2
 """Neighbourhood radius of the first step of :func:`improve` (operand steps; it adapts)."""
