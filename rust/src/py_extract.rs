@@ -25,20 +25,26 @@ fn run(
     roots: Vec<usize>,
     forbidden: Vec<bool>,
 ) -> PyResult<Vec<i64>> {
-    let p = Problem {
-        node_eclass: &node_eclass,
-        node_children: &node_children,
-        node_cost: &node_cost,
+    let (eclass, children, cost) = (&node_eclass, &node_children, Some(&node_cost[..]));
+    let choice = graph_pass(
+        py,
+        eclass,
+        children,
+        cost,
         num_classes,
-        roots: &roots,
-        forbidden: &forbidden,
-    };
-    extract::validate(&p).map_err(PyValueError::new_err)?;
-    let choice = py.allow_threads(|| f(&p));
-    Ok(choice
+        &roots,
+        &forbidden,
+        f,
+    )?;
+    Ok(node_ids(choice))
+}
+
+/// A node per entry as Python sees it: the node id, or `-1` for `None`.
+fn node_ids(nodes: Vec<Option<usize>>) -> Vec<i64> {
+    nodes
         .into_iter()
         .map(|c| c.map_or(-1, |n| n as i64))
-        .collect())
+        .collect()
 }
 
 /// Greedy tree extraction: chosen node per class (`-1` when not reached).
@@ -162,6 +168,39 @@ pub fn dag_cost(
     Ok(py.allow_threads(|| extract::dag_cost(&p, &picked)))
 }
 
+/// Builds the [`Problem`] a graph pass reads (costs 0 when `node_cost` is `None`), checks it
+/// ([`extract::validate`]: `ValueError` naming the node) and runs `f` on it without the GIL.
+#[allow(clippy::too_many_arguments)]
+fn graph_pass<T: Send>(
+    py: Python<'_>,
+    node_eclass: &[usize],
+    node_children: &[Vec<usize>],
+    node_cost: Option<&[f64]>,
+    num_classes: usize,
+    roots: &[usize],
+    flags: &[bool],
+    f: impl FnOnce(&Problem) -> T + Send,
+) -> PyResult<T> {
+    let zeros;
+    let node_cost = match node_cost {
+        Some(cost) => cost,
+        None => {
+            zeros = vec![0.0; node_eclass.len()];
+            &zeros
+        }
+    };
+    let p = Problem {
+        node_eclass,
+        node_children,
+        node_cost,
+        num_classes,
+        roots,
+        forbidden: flags,
+    };
+    extract::validate(&p).map_err(PyValueError::new_err)?;
+    Ok(py.allow_threads(|| f(&p)))
+}
+
 /// Nodes that can appear in some acyclic extraction from the roots (see
 /// [`crate::prune::prune`]): one bool per node.
 ///
@@ -175,17 +214,17 @@ pub fn prune(
     roots: Vec<usize>,
     forbidden: Vec<bool>,
 ) -> PyResult<Vec<bool>> {
-    let node_cost = vec![0.0; node_eclass.len()];
-    let p = Problem {
-        node_eclass: &node_eclass,
-        node_children: &node_children,
-        node_cost: &node_cost,
+    let (eclass, children) = (&node_eclass, &node_children);
+    graph_pass(
+        py,
+        eclass,
+        children,
+        None,
         num_classes,
-        roots: &roots,
-        forbidden: &forbidden,
-    };
-    extract::validate(&p).map_err(PyValueError::new_err)?;
-    Ok(py.allow_threads(|| crate::prune::prune(&p)))
+        &roots,
+        &forbidden,
+        |p| crate::prune::prune(p),
+    )
 }
 
 /// Dominated nodes (see [`crate::prune::dominated`]): per node, the node of its class that
@@ -201,20 +240,11 @@ pub fn dominated(
     num_classes: usize,
     keep: Vec<bool>,
 ) -> PyResult<Vec<i64>> {
-    let p = Problem {
-        node_eclass: &node_eclass,
-        node_children: &node_children,
-        node_cost: &node_cost,
-        num_classes,
-        roots: &[],
-        forbidden: &keep,
-    };
-    extract::validate(&p).map_err(PyValueError::new_err)?;
-    let out = py.allow_threads(|| crate::prune::dominated(&p, &keep));
-    Ok(out
-        .into_iter()
-        .map(|d| d.map_or(-1, |j| j as i64))
-        .collect())
+    let (eclass, children, cost) = (&node_eclass, &node_children, Some(&node_cost[..]));
+    let out = graph_pass(py, eclass, children, cost, num_classes, &[], &keep, |p| {
+        crate::prune::dominated(p, &keep)
+    })?;
+    Ok(node_ids(out))
 }
 
 /// Strongly connected component id per class of the kept nodes' class graph (see
@@ -229,17 +259,10 @@ pub fn class_sccs(
     num_classes: usize,
     keep: Vec<bool>,
 ) -> PyResult<Vec<usize>> {
-    let node_cost = vec![0.0; node_eclass.len()];
-    let p = Problem {
-        node_eclass: &node_eclass,
-        node_children: &node_children,
-        node_cost: &node_cost,
-        num_classes,
-        roots: &[],
-        forbidden: &keep,
-    };
-    extract::validate(&p).map_err(PyValueError::new_err)?;
-    Ok(py.allow_threads(|| crate::prune::class_sccs(&p, &keep)))
+    let (eclass, children) = (&node_eclass, &node_children);
+    graph_pass(py, eclass, children, None, num_classes, &[], &keep, |p| {
+        crate::prune::class_sccs(p, &keep)
+    })
 }
 
 /// Strongly connected component id per vertex of a graph given as successor lists (see
