@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,26 @@ def test_immediate_dominators_match_the_definition() -> None:
             strict = dom[v] - {v}
             assert idom[v] in strict
             assert strict <= dom[idom[v]]
+
+
+def test_building_a_piece_comes_out_of_its_time_limit(monkeypatch) -> None:
+    from tensat_py.extract import decompose as pieces
+    from tensat_py.extract.ilp import IlpOutcome
+
+    p = two_blocks()
+    d = decompose(p, [True] * p.num_nodes, min_nodes=2)
+    build = pieces.piece_problem
+    limits: list[float] = []
+
+    def slow_build(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        time.sleep(0.3)
+        return build(*args, **kwargs)
+
+    def solve(sub: ExtractionProblem, limit: float, start: dict[int, int] | None) -> IlpOutcome:
+        limits.append(limit)
+        return IlpOutcome(None, "none", "not solved")
+
+    monkeypatch.setattr(pieces, "piece_problem", slow_build)
+    solved = pieces._solve_one(p, d, d.pieces[0], {}, solve, 5.0, None, path_proof=False)
+    assert solved.choice is not None  # the piece's greedy start stands
+    assert len(limits) == 1 and limits[0] <= 5.0 - 0.3

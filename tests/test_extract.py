@@ -271,3 +271,26 @@ def test_real_full_files_greedy(name: str) -> None:
         assert_valid(p, r)
         assert r.cost >= OPTIMUM[name] - 1e-4
     assert dag.cost <= tree.cost + 1e-12
+
+
+def test_the_greedy_start_comes_out_of_the_ilp_budget(monkeypatch) -> None:
+    import tensat_py.extract as extraction
+    from tensat_py.extract import ilp
+
+    greedy_dag = extraction.greedy_dag
+    budgets: list[float] = []
+    solve_ilp = ilp.solve_ilp
+
+    def slow_greedy(problem: ExtractionProblem) -> dict[int, int]:
+        time.sleep(0.3)
+        return greedy_dag(problem)
+
+    def recorded(problem: ExtractionProblem, **kwargs) -> ilp.IlpOutcome:  # noqa: ANN003
+        budgets.append(kwargs["time_limit"])
+        return solve_ilp(problem, **kwargs)
+
+    monkeypatch.setattr(extraction, "greedy_dag", slow_greedy)
+    monkeypatch.setattr(ilp, "solve_ilp", recorded)
+    r = extract(SHARED, solver="highs", time_limit=5)
+    assert r.cost == 5
+    assert budgets[0] <= 5 - 0.3  # the first call: the whole problem (then its pieces)

@@ -499,10 +499,12 @@ def _solve_one(
     warm: dict[int, int] | None,
     path_proof: bool = True,
 ) -> _Solved:
-    """Builds and solves one piece's problem (see :func:`solve_pieces`)."""
+    """Builds and solves one piece's problem (see :func:`solve_pieces`) within ``limit``
+    seconds from now, building included."""
     from tensat_py.extract.greedy import greedy_dag
     from tensat_py.extract.ilp import IlpOutcome
 
+    deadline = time.perf_counter() + limit
     sub, origin = piece_problem(problem, decomposition, piece, price)
     if not piece.has_choice:  # one extraction
         only = sub.reachable({c: k for k, c in enumerate(sub.node_eclass)})
@@ -512,7 +514,7 @@ def _solve_one(
     else:
         start = _cheaper(sub, greedy_dag(sub), _restrict(sub, origin, problem, warm))
         proof = _path_proof(sub, start) if path_proof else None
-        out = proof or solve(sub, limit, start)
+        out = proof or solve(sub, max(0.01, deadline - time.perf_counter()), start)
     best = _cheaper(sub, out.choices, start)
     if best is None:
         return _Solved(None, math.inf, 0.0, out)
