@@ -273,3 +273,32 @@ def test_an_error_in_the_search_interrupts_the_exact_solve_beside_it(monkeypatch
     with pytest.raises(RuntimeError, match="search broke"):
         ilp.solve_ilp(p, solver="highs", time_limit=60, warm_start=greedy_dag(p), decompose=False)
     assert statuses == ["Interrupted by user"]
+
+
+def test_the_late_search_ends_with_its_solve(monkeypatch) -> None:
+    from tensat_py.extract import ilp, lns
+
+    p = cover()
+    solve = HighsModel.solve
+    restricted = lns.solve_restricted
+    steps: list[int] = []
+
+    def short_exact(self, time_limit, offers=None, interrupt=None):  # noqa: ANN001, ANN202
+        if offers is None:
+            return solve(self, time_limit, offers, interrupt)
+        time.sleep(0.5)  # the search has started beside it by now
+        return solve(self, 0.01, offers, interrupt)  # ends at its time limit, unproved
+
+    def slow_step(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        steps.append(1)
+        time.sleep(0.1)
+        return restricted(*args, **kwargs)
+
+    monkeypatch.setattr(HighsModel, "solve", short_exact)
+    monkeypatch.setattr(lns, "solve_restricted", slow_step)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.001)
+    out = ilp.solve_ilp(p, solver="highs", time_limit=20, warm_start=greedy_dag(p), decompose=False)
+    assert out.stats["search_steps"] == len(steps) >= 1
+    # Without the rule the search runs on until 12 steps in a row find nothing (13-16).
+    assert len(steps) < 10

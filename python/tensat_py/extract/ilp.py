@@ -606,8 +606,9 @@ def _solve_beside_search(
     finishing, the search (:func:`tensat_py.extract.lns.improve`, from ``start``, for at most
     ``search_limit`` seconds from the start of the solve, ``whole_first`` passed on) beside
     it: HiGHS releases the GIL, so both cores work. With ``alone``, the search waits
-    further until no other HiGHS extraction of the process (:data:`RUNNING`) is running;
-    it does not start when the solve's relative gap is by then ``min_gap`` or less.
+    further until no other HiGHS extraction of the process (:data:`RUNNING`) is running,
+    does not start when the solve's relative gap is by then ``min_gap`` or less, and ends
+    with the solve (there is no later round to feed; its running step is interrupted).
 
     Every answer the search improves on is handed to the running solve
     (``HighsModel.solve(offers=...)``), which keeps it when cheaper than its own incumbent.
@@ -636,7 +637,9 @@ def _solve_beside_search(
 
     def stop(cost: float) -> bool:
         s = done.get("solve")
-        return bool(failed) or (s is not None and (s.optimal or _met(cost, s.lower_bound)))
+        if failed or (s is not None and alone):  # a late search ends with its solve
+            return True
+        return s is not None and (s.optimal or _met(cost, s.lower_bound))
 
     def hand_over(choice: dict[int, int], cost: float) -> None:
         pending["choice"] = choice
