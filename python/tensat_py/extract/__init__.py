@@ -179,7 +179,7 @@ def extract(
             problem,
             solver=solver,
             # What the greedy start and the bound took comes out of the budget.
-            time_limit=max(0.01, time_limit - (time.perf_counter() - start)),
+            time_limit=max(1e-6, time_limit - (time.perf_counter() - start)),
             cycle_constraints=mode,
             order_vars=order_vars,
             warm_start=dag if (warm_start and dag) else None,

@@ -514,7 +514,7 @@ def _solve_one(
     else:
         start = _cheaper(sub, greedy_dag(sub), _restrict(sub, origin, problem, warm))
         proof = _path_proof(sub, start) if path_proof else None
-        out = proof or solve(sub, max(0.01, deadline - time.perf_counter()), start)
+        out = proof or solve(sub, max(1e-6, deadline - time.perf_counter()), start)
     best = _cheaper(sub, out.choices, start)
     if best is None:
         return _Solved(None, math.inf, 0.0, out)
