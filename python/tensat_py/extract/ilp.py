@@ -480,7 +480,7 @@ def _solve_highs(
                     seed=seed,
                     grace=LATE_SEARCH_SHARE * remaining,
                     whole_first=False,
-                    alone=True,
+                    late=True,
                     min_gap=LATE_SEARCH_GAP,
                 )
             else:
@@ -598,14 +598,14 @@ def _solve_beside_search(
     seed: int,
     grace: float | None = None,
     whole_first: bool = True,
-    alone: bool = False,
+    late: bool = False,
     min_gap: float = 0.0,
 ) -> tuple[HighsSolve, LnsOutcome | None]:
     """Runs one exact HiGHS solve (``limit`` seconds) in a thread and, once it has run for
     ``grace`` seconds (default: :data:`SEARCH_GRACE`, a tenth of ``limit`` at most) without
     finishing, the search (:func:`tensat_py.extract.lns.improve`, from ``start``, for at most
     ``search_limit`` seconds from the start of the solve, ``whole_first`` passed on) beside
-    it: HiGHS releases the GIL, so both cores work. With ``alone``, the search waits
+    it: HiGHS releases the GIL, so both cores work. With ``late``, the search waits
     further until no other HiGHS extraction of the process (:data:`RUNNING`) is running,
     does not start when the solve's relative gap is by then ``min_gap`` or less, and ends
     with the solve (there is no later round to feed; its running step is interrupted).
@@ -637,7 +637,7 @@ def _solve_beside_search(
 
     def stop(cost: float) -> bool:
         s = done.get("solve")
-        if failed or (s is not None and alone):  # a late search ends with its solve
+        if failed or (s is not None and late):  # a late search ends with its solve
             return True
         return s is not None and (s.optimal or _met(cost, s.lower_bound))
 
@@ -650,7 +650,7 @@ def _solve_beside_search(
     thread = threading.Thread(target=exact, name="tensat-exact-solve", daemon=True)
     thread.start()
     thread.join(min(SEARCH_GRACE, 0.1 * limit) if grace is None else grace)
-    while alone and thread.is_alive() and RUNNING.count > 1:
+    while late and thread.is_alive() and RUNNING.count > 1:
         thread.join(0.05)
     lns = None
     try:
