@@ -225,17 +225,30 @@ def pool2d(
     """
     if kind == "max":
         v, _ = _windows(x, kh, kw, sh, sw, pad, -np.inf)
-        y = v.max(axis=(4, 5))
+        y = _taps(v, np.maximum)
     else:
         v, pads = _windows(x, kh, kw, sh, sw, pad, 0.0)
-        y = v.sum(axis=(4, 5))
+        y = _taps(v, np.add)
         if any(pads):
             ones = np.ones((1, 1) + x.shape[2:], dtype=x.dtype)
             cnt, _ = _windows(ones, kh, kw, sh, sw, pad, 0.0)
-            y = y / cnt.sum(axis=(4, 5))
+            y = y / _taps(cnt, np.add)
         else:
             y = y / (kh * kw)
     return act(y.astype(x.dtype, copy=False), act_code)
+
+
+def _taps(v: np.ndarray, combine: np.ufunc) -> np.ndarray:
+    """``combine`` (``np.maximum`` or ``np.add``) over the kernel taps of windows ``v``
+    ``[N, C, OH, OW, kh, kw]``, tap by tap: a reduction over the last two axes of the
+    strided window view is several times slower (NasNet-A's 58 poolings: 0.9 s)."""
+    kh, kw = v.shape[4], v.shape[5]
+    y = np.array(v[:, :, :, :, 0, 0])
+    for a in range(kh):
+        for b in range(kw):
+            if a or b:
+                combine(y, v[:, :, :, :, a, b], out=y)
+    return y
 
 
 def merge(w: np.ndarray, count: int) -> np.ndarray:
