@@ -466,33 +466,21 @@ def _solve_highs(
             model.set_start(best)
         beside = not searched
         if beside:
-            # On a cyclic class graph the first round of lazy cuts (time-boxed, for its
-            # bound) runs beside the search, which finds the answers (docs/extraction.md).
+            # Cyclic: the first round of lazy cuts (time-boxed, for its bound) beside the
+            # search, which finds the answers, from the start and for up to 80 % of the
+            # time. Acyclic: the one solve with all the time, the search late
+            # (docs/extraction.md).
             searched = True
-            if late:
-                s, lns = _solve_beside_search(
-                    problem,
-                    simp,
-                    model,
-                    best,
-                    limit=remaining,
-                    search_limit=remaining,
-                    seed=seed,
-                    grace=LATE_SEARCH_SHARE * remaining,
-                    whole_first=False,
-                    late=True,
-                    min_gap=LATE_SEARCH_GAP,
-                )
-            else:
-                s, lns = _solve_beside_search(
-                    problem,
-                    simp,
-                    model,
-                    best,
-                    limit=min(remaining, max(1.0, 0.4 * remaining)),
-                    search_limit=0.8 * remaining,
-                    seed=seed,
-                )
+            s, lns = _solve_beside_search(
+                problem,
+                simp,
+                model,
+                best,
+                limit=remaining if late else min(remaining, max(1.0, 0.4 * remaining)),
+                search_limit=remaining if late else 0.8 * remaining,
+                seed=seed,
+                late=late,
+            )
             if lns is not None:
                 if lns.cost < best_cost:
                     best, best_cost = lns.choices, lns.cost
@@ -596,19 +584,20 @@ def _solve_beside_search(
     limit: float,
     search_limit: float,
     seed: int,
-    grace: float | None = None,
-    whole_first: bool = True,
     late: bool = False,
-    min_gap: float = 0.0,
 ) -> tuple[HighsSolve, LnsOutcome | None]:
     """Runs one exact HiGHS solve (``limit`` seconds) in a thread and, once it has run for
-    ``grace`` seconds (default: :data:`SEARCH_GRACE`, a tenth of ``limit`` at most) without
-    finishing, the search (:func:`tensat_py.extract.lns.improve`, from ``start``, for at most
-    ``search_limit`` seconds from the start of the solve, ``whole_first`` passed on) beside
-    it: HiGHS releases the GIL, so both cores work. With ``late``, the search waits
-    further until no other HiGHS extraction of the process (:data:`RUNNING`) is running,
-    does not start when the solve's relative gap is by then ``min_gap`` or less, and ends
-    with the solve (there is no later round to feed; its running step is interrupted).
+    :data:`SEARCH_GRACE` seconds (a tenth of ``limit`` at most) without finishing, the
+    search (:func:`tensat_py.extract.lns.improve`, from ``start``, for at most
+    ``search_limit`` seconds from the start of the solve) beside it: HiGHS releases the GIL,
+    so both cores work.
+
+    With ``late`` (an acyclic problem), the search waits for :data:`LATE_SEARCH_SHARE` of
+    ``limit`` and then until no other HiGHS extraction of the process (:data:`RUNNING`) is
+    running, does not start when the solve's relative gap is by then
+    :data:`LATE_SEARCH_GAP` or less, skips its whole-e-graph first step (the problem itself
+    there) and ends with the solve (there is no later round to feed; its running step is
+    interrupted).
 
     Every answer the search improves on is handed to the running solve
     (``HighsModel.solve(offers=...)``), which keeps it when cheaper than its own incumbent.
@@ -649,12 +638,12 @@ def _solve_beside_search(
     # thread when the interpreter exits aborts the process.
     thread = threading.Thread(target=exact, name="tensat-exact-solve", daemon=True)
     thread.start()
-    thread.join(min(SEARCH_GRACE, 0.1 * limit) if grace is None else grace)
+    thread.join(LATE_SEARCH_SHARE * limit if late else min(SEARCH_GRACE, 0.1 * limit))
     while late and thread.is_alive() and RUNNING.count > 1:
         thread.join(0.05)
     lns = None
     try:
-        if thread.is_alive() and gap[0] > min_gap:
+        if thread.is_alive() and gap[0] > (LATE_SEARCH_GAP if late else 0.0):
             lns = improve(
                 problem,
                 start,
@@ -663,7 +652,7 @@ def _solve_beside_search(
                 seed=seed,
                 stop=stop,
                 on_improve=hand_over,
-                whole_first=whole_first,
+                whole_first=not late,
             )
     except BaseException:
         aborted.append(True)
@@ -794,12 +783,6 @@ def _lp_bound(problem: ExtractionProblem, simp: Simplified, deadline: float) -> 
     model = HighsModel(problem, simp, relax=True)
     s = model.solve(max(0.5, deadline - time.perf_counter()))
     return s.lower_bound if s.optimal and math.isfinite(s.lower_bound) else 0.0
-
-
-def _has_class_cycle(problem: ExtractionProblem, kept: list[bool]) -> bool:
-    """Whether the class graph of the kept nodes has a cycle."""
-    comp = _core.class_sccs(problem.node_eclass, problem.node_children, problem.num_classes, kept)
-    return len(set(comp)) < problem.num_classes
 
 
 def _solve_exact(
