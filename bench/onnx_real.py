@@ -19,7 +19,9 @@ Columns: ONNX operators of the original, the share left opaque (control flow ``I
 ``Loop`` / ``Scan`` counted apart), optimise seconds, the cost model's predicted ratio
 (cost before / after), median latencies of the original and optimised over ``--runs``
 rotating runs, their ratio (> 1: ours faster), the A/A ratio (the original against a
-second session of itself: the noise), the round-trip ratio (the original against the
+second session of itself: the noise), each ratio with its 95 % bootstrap interval over the
+rounds (SciPy, installed with jax; a model counts as faster when its interval lies above 1
+and above the A/A interval), the round-trip ratio (the original against the
 model loaded and saved without optimising: what fixing the input shapes, folding shape
 sub-graphs and exporting cost by themselves), and the largest relative output error
 (``max|a - b| / max|a|`` over outputs), which must stay within 1e-3; then the extracted
@@ -163,11 +165,46 @@ class Row:
     measured: float = float("nan")
     control: float = float("nan")
     roundtrip: float = float("nan")
+    #: 95 % bootstrap intervals of ``measured`` and ``control`` (:func:`ratio_interval`).
+    measured_ci: tuple[float, float] = (float("nan"), float("nan"))
+    control_ci: tuple[float, float] = (float("nan"), float("nan"))
+
+    @property
+    def faster(self) -> bool:
+        """Faster than the original beyond the noise: the measured ratio's interval lies
+        above 1 and above the A/A ratio's interval."""
+        return self.measured_ci[0] > max(1.0, self.control_ci[1])
+
+    @property
+    def slower(self) -> bool:
+        """More than 2 % slower than the original beyond the noise: the measured ratio's
+        interval lies below 0.98 and below the A/A ratio's interval."""
+        return self.measured_ci[1] < min(0.98, self.control_ci[0])
 
     @property
     def opaque_share(self) -> float:
         """Opaque operators (control flow aside) over the language's operators."""
         return self.opaque / max(self.operators, 1)
+
+
+def ratio_interval(
+    base: list[float], other: list[float], level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """Bootstrap interval (percentile method, 4,000 resamples of the rounds; SciPy) of the
+    median per-round ratio ``base[k] / other[k]`` that :func:`timing.paired_ratio` reports
+    (two timings of one :func:`timing.rotating` call, seconds)."""
+    from scipy.stats import bootstrap
+
+    r = np.asarray(base, dtype=np.float64) / np.asarray(other, dtype=np.float64)
+    ci = bootstrap(
+        (r,),
+        np.median,
+        confidence_level=level,
+        n_resamples=4000,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    ).confidence_interval
+    return float(ci.low), float(ci.high)
 
 
 def random_feeds(sess, shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
@@ -268,6 +305,8 @@ def bench_model(name: str, path: Path, spec: Packaged | Exported, args) -> Row:
         measured=timing.paired_ratio(times[1], times[0]),
         control=timing.paired_ratio(times[2], times[0]),
         roundtrip=timing.paired_ratio(times[3], times[0]),
+        measured_ci=ratio_interval(times[0], times[1]),
+        control_ci=ratio_interval(times[0], times[2]),
         max_rel_error=err,
         size_ratio=out.stat().st_size / path.stat().st_size,
     )
@@ -278,7 +317,8 @@ def table(rows: list[Row], failed: dict[str, str], args) -> str:
     lines = [
         "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads=2, spinning "
         f"off; {args.runs} rounds of rotating runs after {args.warmup} warm-up runs; "
-        "latencies are medians, ratios (original / other) medians of per-round ratios; "
+        "latencies are medians, ratios (original / other) medians of per-round ratios, in "
+        "brackets their 95 % bootstrap intervals; "
         "A/A = original vs a second session of the original (noise); round trip = original "
         "vs the model loaded and saved without optimising; rules: the ONNX front "
         f"end's defaults; cost model {args.cost_model}/cpu; extractor {args.extractor}; time limit "
@@ -294,12 +334,22 @@ def table(rows: list[Row], failed: dict[str, str], args) -> str:
             f"| {r.model} | {r.source} | {r.operators} | {100 * r.opaque_share:.1f}% "
             f"({r.control_flow}) | {r.optimize_s:.1f} | {r.predicted:.3f} | "
             f"{r.original_ms:.3f} | {r.optimized_ms:.3f} | {r.measured:.3f} "
-            f"| {r.control:.3f} | {r.roundtrip:.3f} "
+            f"[{r.measured_ci[0]:.3f}, {r.measured_ci[1]:.3f}] "
+            f"| {r.control:.3f} [{r.control_ci[0]:.3f}, {r.control_ci[1]:.3f}] "
+            f"| {r.roundtrip:.3f} "
             f"| {r.max_rel_error:.1e} | {r.size_ratio:.3f} | {r.candidate_predicted:.3f} "
             f"| {'-' if r.confirmed != r.confirmed else f'{r.confirmed:.3f}'} | {r.status} |"
         )
     for name, why in failed.items():
         lines.append(f"| {name} | failed: {why} | | | | | | | | | | | | | | |")
+    faster = [r.model for r in rows if r.faster]
+    slower = [r.model for r in rows if r.slower]
+    lines += [
+        "",
+        f"Faster than the original beyond the noise (interval above 1 and above the A/A "
+        f"interval): {len(faster)} of {len(rows)} ({', '.join(faster) or 'none'}). More than "
+        f"2 % slower beyond the noise: {len(slower)} ({', '.join(slower) or 'none'}).",
+    ]
     return "\n".join(lines)
 
 
