@@ -211,3 +211,29 @@ def test_building_a_piece_comes_out_of_its_time_limit(monkeypatch) -> None:
     solved = pieces._solve_one(p, d, d.pieces[0], {}, solve, 5.0, None, path_proof=False)
     assert solved.choice is not None  # the piece's greedy start stands
     assert len(limits) == 1 and limits[0] <= 5.0 - 0.3
+
+
+def test_a_cbc_piece_stopped_at_the_time_limit_keeps_its_greedy_answer(monkeypatch) -> None:
+    import threading
+
+    import tensat_py.extract.ilp as ilp
+
+    monkeypatch.setattr(ilp, "CBC_PIECE_NODES", 1)
+    real = ilp._solve_exact
+    lock, stopped = threading.Lock(), []
+
+    def first_stopped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        with lock:
+            first = not stopped
+            stopped.append(1)
+        if first:  # one piece's CBC had no answer at its time limit
+            raise ilp.SolverStopped("the solver process was stopped at the time limit")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ilp, "_solve_exact", first_stopped)
+    p = two_blocks()
+    r = extract(p, solver="cbc", time_limit=30, path_bound=False)
+    # The other piece keeps its ILP answer; the extraction does not fall back as a whole.
+    assert r.status == "feasible" and r.stats["pieces_greedy"] == 1, r
+    assert r.cost == 6.0 and p.check_choice(r.choices) is None
+    assert "kept their greedy DAG" in r.message and "had no answer" in r.message

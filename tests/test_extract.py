@@ -294,3 +294,14 @@ def test_the_greedy_start_comes_out_of_the_ilp_budget(monkeypatch) -> None:
     r = extract(SHARED, solver="highs", time_limit=5)
     assert r.cost == 5
     assert budgets[0] <= 5 - 0.3  # the first call: the whole problem (then its pieces)
+
+
+def test_a_cbc_solve_with_no_time_left_builds_no_model(monkeypatch) -> None:
+    import tensat_py.extract.ilp as ilp
+
+    def unexpected(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a PuLP model was built with no time left")
+
+    monkeypatch.setattr(ilp, "_solve_exact", unexpected)
+    out = ilp.solve_ilp(SHARED, solver="cbc", time_limit=0.01, decompose=False)
+    assert out.choices is None and "time limit reached" in out.message

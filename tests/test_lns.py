@@ -302,3 +302,77 @@ def test_the_late_search_ends_with_its_solve(monkeypatch) -> None:
     assert out.stats["search_steps"] == len(steps) >= 1
     # Without the rule the search runs on until 12 steps in a row find nothing (13-16).
     assert len(steps) < 10
+
+
+def slow_cbc(monkeypatch, seconds: float = 1.0, builds: bool = True) -> list[float]:  # noqa: ANN001
+    """Makes the CBC solve take ``seconds`` and end with no answer, as a CBC stopped at its
+    time limit does (its model built at once, or never when not ``builds``: PuLP still
+    writing it); returns the time limits it was given."""
+    from tensat_py.extract import ilp
+
+    limits: list[float] = []
+
+    def stopped(problem, *, solver, time_limit, on_built=None, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        assert solver == "cbc"
+        limits.append(time_limit)
+        if builds and on_built is not None:
+            on_built()
+        time.sleep(seconds)
+        raise ilp.SolverStopped("the solver process was stopped at the time limit")
+
+    monkeypatch.setattr(ilp, "_solve_exact", stopped)
+    return limits
+
+
+def test_a_slow_acyclic_cbc_solve_gets_the_search_late_and_keeps_its_answer(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    p = cover()
+    greedy = greedy_dag(p)
+    slow_cbc(monkeypatch)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    out = ilp.solve_ilp(p, solver="cbc", time_limit=20, warm_start=greedy, decompose=False)
+    assert out.choices is not None and p.dag_cost(out.choices) < p.dag_cost(greedy)
+    assert "best of search" in out.message and out.stats["search_steps"] > 0
+    assert "had no answer at the time limit and was stopped" in out.message
+
+
+def test_the_cbc_late_search_waits_for_the_model_to_be_built(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    p = cover()
+    slow_cbc(monkeypatch, builds=False)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    out = ilp.solve_ilp(p, solver="cbc", time_limit=20, warm_start=greedy_dag(p), decompose=False)
+    assert out.choices is None and "search" not in out.message
+    assert "had no answer at the time limit and was stopped" in out.message
+
+
+def test_the_cbc_late_search_waits_while_another_extraction_runs(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    p = cover()
+    slow_cbc(monkeypatch)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    with ilp.RUNNING:  # another piece's solve, still running when this one ends
+        out = ilp.solve_ilp(
+            p, solver="cbc", time_limit=20, warm_start=greedy_dag(p), decompose=False
+        )
+    assert out.choices is None and "search" not in out.message
+    assert ilp.RUNNING.count == 0
+
+
+def test_a_cbc_solve_that_proves_in_time_gets_no_search(monkeypatch) -> None:
+    from tensat_py.extract import ilp, lns
+
+    def unexpected(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the search ran beside a CBC solve that proved its answer")
+
+    monkeypatch.setattr(lns, "improve", unexpected)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    p = cover()
+    out = ilp.solve_ilp(p, solver="cbc", time_limit=60, warm_start=greedy_dag(p), decompose=False)
+    assert out.status == "optimal" and "search" not in out.message

@@ -114,10 +114,12 @@ def extract(
             exact ILPs over acyclic restrictions (HiGHS; see :mod:`tensat_py.extract.lns`),
             beside the first exact round (``solver="highs"``) or before the exact ILP
             (``"cbc"``); its answers are ``"feasible"`` unless a lower bound proves them
-            optimal. With ``solver="highs"`` an acyclic problem (or piece) of at least
-            ``ilp.LATE_SEARCH_NODES`` nodes whose solve has not finished after
-            ``ilp.LATE_SEARCH_SHARE`` of its time gets the search beside it too, once no
-            other piece is being solved.
+            optimal. An acyclic problem (or piece) of at least ``ilp.LATE_SEARCH_NODES``
+            nodes whose solve has not finished after ``ilp.LATE_SEARCH_SHARE`` of its time
+            gets the search beside it too, once no other piece is being solved: with
+            ``"highs"`` when its gap is still above ``ilp.LATE_SEARCH_GAP`` (the two
+            exchange answers), with ``"cbc"`` always (CBC reports nothing while it runs;
+            the cheaper answer is kept).
         beam_width: partial solutions kept per class by ``"beam"`` (and by the ILP's warm
             start on cyclic e-graphs).
         simplify: simplify the e-graph before the ILP (dominated nodes, nodes needing their

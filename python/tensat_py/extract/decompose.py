@@ -450,7 +450,7 @@ def solve_pieces(
     searched = sum(o.stats.get("search_steps", 0) > 0 for o in out)
     if searched:
         found = sum(o.stats.get("search_improvements", 0) for o in out)
-        msg += f"; the search beside {searched} piece(s) improved {found} time(s)"
+        msg += f"; the search on {searched} piece(s) improved {found} time(s)"
     if failed:
         msg += f"; {len(failed)} piece(s) kept their greedy DAG (first: {failed[0]})"
     return IlpOutcome(

@@ -22,7 +22,6 @@ The greedy DAG choice is the warm start (CBC) and the floor: the result is never
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
@@ -41,6 +40,8 @@ from tensat_py.egraph import ExtractionProblem
 from tensat_py.extract.simplify import Simplified
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tensat_py.extract.highs import HighsModel, HighsSolve
     from tensat_py.extract.lns import LnsOutcome
 
@@ -393,8 +394,8 @@ def solve_ilp(
             outcome.stats = {**simp.stats, **outcome.stats}
             return outcome
     solve = _solve_highs if solver == "highs" else _solve_cbc
-    # HiGHS extractions are counted: a late search waits until its own is the only one.
-    with RUNNING if solver == "highs" else contextlib.nullcontext():
+    # Extractions are counted: a late search waits until its own is the only one.
+    with RUNNING:
         outcome = solve(
             problem,
             simp,
@@ -545,8 +546,8 @@ SEARCH_GRACE = 0.5
 
 
 class _Running:
-    """How many HiGHS extractions of this process are running now (the pieces of a
-    decomposed e-graph are solved several at once, one thread each)."""
+    """How many ILP extractions (HiGHS or CBC) of this process are running now (the pieces
+    of a decomposed e-graph are solved several at once, one thread each)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -714,21 +715,42 @@ def _solve_cbc(
     seed: int,
 ) -> IlpOutcome:
     """The CBC path of :func:`solve_ilp`: PuLP over the simplified e-graph, the search first
-    on cyclic e-graphs; lower bound from the proof or from the LP relaxation (HiGHS)."""
+    on cyclic e-graphs and late beside the solve on large acyclic ones
+    (:func:`_cbc_beside_search`); lower bound from the proof or from the LP relaxation
+    (HiGHS)."""
+    from tensat_py.extract.greedy import greedy_dag
+    from tensat_py.extract.lns import improve
+
     start = time.perf_counter()
     time_limit = deadline - start
+    if time_limit <= 0.05:
+        # Building a PuLP model and starting CBC take longer than that: no solve at all
+        # (the caller keeps the greedy DAG answer; a piece, its own).
+        return IlpOutcome(None, "none", "time limit reached before a CBC solve could start")
     reduced = dataclasses.replace(problem, forbidden=[not k for k in simp.keep])
     lns = None
-    if search and cycle_constraints == "lazy" and simp.cyclic:
-        from tensat_py.extract.greedy import greedy_dag
-        from tensat_py.extract.lns import improve
-
-        origin = warm or greedy_dag(reduced)
-        if origin and all(simp.keep[i] for i in problem.reachable(origin).values()):
-            lns = improve(problem, origin, simp.keep, time_limit=0.95 * time_limit, seed=seed)
+    cyclic_search = search and cycle_constraints == "lazy" and simp.cyclic
+    late = search and not simp.cyclic and sum(simp.keep) >= LATE_SEARCH_NODES
+    origin = (warm or greedy_dag(reduced)) if (cyclic_search or late) else None
+    if origin and not all(simp.keep[i] for i in problem.reachable(origin).values()):
+        origin = None
+    if cyclic_search and origin:
+        lns = improve(problem, origin, simp.keep, time_limit=0.95 * time_limit, seed=seed)
     exact_start = lns.choices if (lns is not None and warm) else warm
     remaining = deadline - time.perf_counter()
-    if lns is not None and remaining < 0.5 * time_limit:
+    if late and origin:
+        outcome, lns = _cbc_beside_search(
+            problem,
+            simp,
+            reduced,
+            origin,
+            deadline=deadline,
+            cycle_constraints=cycle_constraints,
+            order_vars=order_vars,
+            seed=seed,
+        )
+        outcome = _best_of(problem, outcome, lns)
+    elif lns is not None and remaining < 0.5 * time_limit:
         outcome = IlpOutcome(
             lns.choices,
             "feasible",
@@ -736,52 +758,151 @@ def _solve_cbc(
             f"improvement(s), {lns.seconds:.1f} s; no time left for the exact ILP)",
         )
     else:
-        outcome = _solve_exact(
+        outcome = _cbc_or_stopped(
             reduced,
-            solver="cbc",
             # Leave room for building the model, which the solver's limit does not cover.
             time_limit=0.9 * remaining,
             cycle_constraints=cycle_constraints,
             order_vars=order_vars,
             warm_start=exact_start,
         )
-        if lns is not None:
-            note = (
-                f"search: {lns.iterations} restricted ILP(s), {lns.improvements} "
-                f"improvement(s), {lns.seconds:.1f} s"
-            )
-            if outcome.choices is not None and (
-                outcome.status == "optimal" or problem.dag_cost(outcome.choices) <= lns.cost
-            ):
-                outcome.message = f"{outcome.message}; {note}"
-            else:
-                outcome = IlpOutcome(
-                    lns.choices,
-                    "feasible",
-                    f"feasible (best of search; exact ILP: {outcome.message}); {note}",
-                    outcome.rounds,
-                    outcome.cuts,
-                    build_seconds=outcome.build_seconds,
-                    solve_seconds=outcome.solve_seconds,
-                )
+        outcome = _best_of(problem, outcome, lns)
     if outcome.choices is not None and outcome.status == "optimal":
         outcome.lower_bound = problem.dag_cost(outcome.choices)
-    else:
+    elif outcome.choices is not None:
         outcome.lower_bound = _lp_bound(problem, simp, deadline)
-        if outcome.choices is not None and _met(
-            problem.dag_cost(outcome.choices), outcome.lower_bound
-        ):
+        if _met(problem.dag_cost(outcome.choices), outcome.lower_bound):
             outcome.status = "optimal"
     return outcome
 
 
+def _best_of(problem: ExtractionProblem, outcome: IlpOutcome, lns: LnsOutcome | None) -> IlpOutcome:
+    """The exact solve's ``outcome`` or, when the search ``lns`` found a cheaper answer (or
+    the solve none), the search's answer as "feasible"; either way the message and the
+    stats (``search_steps``, ``search_improvements``) say what the search did."""
+    if lns is None:
+        return outcome
+    note = (
+        f"search: {lns.iterations} restricted ILP(s), {lns.improvements} "
+        f"improvement(s), {lns.seconds:.1f} s"
+    )
+    searches = {"search_steps": lns.iterations, "search_improvements": lns.improvements}
+    if outcome.choices is not None and (
+        outcome.status == "optimal" or problem.dag_cost(outcome.choices) <= lns.cost
+    ):
+        outcome.message = f"{outcome.message}; {note}"
+        outcome.stats = {**outcome.stats, **searches}
+        return outcome
+    return IlpOutcome(
+        lns.choices,
+        "feasible",
+        f"feasible (best of search; exact ILP: {outcome.message}); {note}",
+        outcome.rounds,
+        outcome.cuts,
+        build_seconds=outcome.build_seconds,
+        solve_seconds=outcome.solve_seconds,
+        stats={**outcome.stats, **searches},
+    )
+
+
+def _cbc_beside_search(
+    problem: ExtractionProblem,
+    simp: Simplified,
+    reduced: ExtractionProblem,
+    start: dict[int, int],
+    *,
+    deadline: float,
+    cycle_constraints: str,
+    order_vars: str,
+    seed: int,
+) -> tuple[IlpOutcome, LnsOutcome | None]:
+    """Runs the CBC solve of a large acyclic problem (``reduced``: the simplified e-graph,
+    from the MIP start ``start``) in a thread and, once it has used
+    :data:`LATE_SEARCH_SHARE` of the time left without finishing and no other ILP
+    extraction of the process (:data:`RUNNING`) is running, the search
+    (:func:`tensat_py.extract.lns.improve` without its whole-e-graph first step, which would
+    be the problem itself) beside it until the solve ends. CBC runs in a process of its own
+    and reports nothing while it runs, so the two exchange no answers: the caller keeps the
+    cheaper (:func:`_best_of`). Why: on the zoo's k_multi=2 e-graphs CBC has no answer at
+    all at 10 s (bert, nasrnn, nasneta, inceptionv3: the greedy answer was kept), while the
+    search reaches within 0.7 % of their optima in 6 s (docs/extraction.md). Returns the
+    solve's outcome and the search's (``None`` when the solve finished first)."""
+    from tensat_py.extract.lns import improve
+
+    done: dict[str, IlpOutcome] = {}
+    failed: list[BaseException] = []
+    built = threading.Event()
+    remaining = deadline - time.perf_counter()
+
+    def exact() -> None:
+        try:
+            done["outcome"] = _cbc_or_stopped(
+                reduced,
+                # Leave room for building the model, which the solver's limit does not cover.
+                time_limit=0.9 * remaining,
+                cycle_constraints=cycle_constraints,
+                order_vars=order_vars,
+                warm_start=start,
+                on_built=built.set,
+            )
+        except BaseException as e:  # re-raised in the calling thread
+            failed.append(e)
+
+    # CBC is stopped at its time limit by its watchdog (ILP extractions never outlive it).
+    thread = threading.Thread(target=exact, name="tensat-cbc-solve", daemon=True)
+    thread.start()
+    thread.join(LATE_SEARCH_SHARE * remaining)
+    # PuLP builds the model in Python: a search beside it (Python too, between its HiGHS
+    # solves) would slow the build through the GIL and push CBC past the deadline.
+    while thread.is_alive() and (RUNNING.count > 1 or not built.is_set()):
+        thread.join(0.05)
+    lns = None
+    if thread.is_alive():
+        lns = improve(
+            problem,
+            start,
+            simp.keep,
+            time_limit=deadline - time.perf_counter(),
+            seed=seed,
+            stop=lambda cost: not thread.is_alive(),
+            whole_first=False,
+        )
+    thread.join()
+    if failed:
+        raise failed[0]
+    return done["outcome"], lns
+
+
+def _cbc_or_stopped(problem: ExtractionProblem, **options: object) -> IlpOutcome:
+    """:func:`_solve_exact` with CBC; a CBC stopped at the deadline with no answer
+    (:class:`SolverStopped`) is an outcome without choices whose message says so, not an
+    error: the caller keeps what else it has (the search's answer; in a decomposed
+    extraction, the other pieces' answers and this piece's greedy DAG). Other solver errors
+    (a crashing binary) are raised.
+    """
+    try:
+        return _solve_exact(problem, solver="cbc", **options)  # type: ignore[arg-type]
+    except SolverStopped as e:
+        from tensat_py.extract import _solver_failure
+
+        return IlpOutcome(None, "none", _solver_failure("cbc", e))
+
+
 def _lp_bound(problem: ExtractionProblem, simp: Simplified, deadline: float) -> float:
     """The LP relaxation's optimum (no acyclicity constraints): a lower bound on every
-    extraction, in the problem's cost unit; 0.0 when HiGHS does not finish in time."""
+    extraction, in the problem's cost unit; 0.0 when HiGHS does not finish by ``deadline``,
+    or when less than half a second is left (building the relaxation of a 50,000-node
+    e-graph takes 0.25-0.3 s, solving it 6-10 s: the bound must not extend the extraction
+    past its time limit)."""
     from tensat_py.extract.highs import HighsModel
 
+    if deadline - time.perf_counter() < 0.5:
+        return 0.0
     model = HighsModel(problem, simp, relax=True)
-    s = model.solve(max(0.5, deadline - time.perf_counter()))
+    left = deadline - time.perf_counter()
+    if left <= 0.0:
+        return 0.0
+    s = model.solve(left)
     return s.lower_bound if s.optimal and math.isfinite(s.lower_bound) else 0.0
 
 
@@ -793,6 +914,7 @@ def _solve_exact(
     cycle_constraints: str,
     order_vars: str,
     warm_start: dict[int, int] | None,
+    on_built: Callable[[], None] | None = None,
 ) -> IlpOutcome:
     """Solves the extraction ILP exactly (lazy cycle cuts, order variables or neither).
 
@@ -804,6 +926,7 @@ def _solve_exact(
         order_vars: ``"real"`` (``t`` in [0, 1], eps = 1/M, A = 2) or ``"int"`` (integer
             ``t`` in [0, M-1], eps = 1, A = M), M = size of the largest cyclic component.
         warm_start: an acyclic choice to start from (CBC only), e.g. the greedy DAG.
+        on_built: called once the model is built, before the first solver run.
 
     Returns:
         an :class:`IlpOutcome`; ``choices`` is ``None`` when no acyclic solution was found
@@ -895,6 +1018,8 @@ def _solve_exact(
     last_status = "no solve"
     build = time.perf_counter() - start
     solve_s = 0.0
+    if on_built is not None:
+        on_built()
     while True:
         remaining = time_limit - (time.perf_counter() - start)
         if remaining <= 0:
