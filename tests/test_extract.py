@@ -305,3 +305,30 @@ def test_a_cbc_solve_with_no_time_left_builds_no_model(monkeypatch) -> None:
     monkeypatch.setattr(ilp, "_solve_exact", unexpected)
     out = ilp.solve_ilp(SHARED, solver="cbc", time_limit=0.01, decompose=False)
     assert out.choices is None and "time limit reached" in out.message
+
+
+@pytest.mark.usefixtures("slow_cbc")
+def test_a_cbc_run_says_when_its_process_has_started() -> None:
+    import threading
+
+    import pulp
+    from tensat_py.extract.ilp import SolverStopped, _run, _solver
+
+    lp = pulp.LpProblem("tiny", pulp.LpMinimize)
+    x = lp.add_variable("x", 0, 1, cat=pulp.LpBinary)
+    lp += x
+    lp += x >= 0
+    started, errors = threading.Event(), []
+
+    def run() -> None:
+        try:
+            _run(lp, _solver("cbc", 30.0, False), deadline=time.perf_counter() + 4, started=started)
+        except SolverStopped as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    # Seen while the (sleeping) process runs, long before the deadline stops it.
+    assert started.wait(3) and thread.is_alive()
+    thread.join()
+    assert errors  # stopped at the deadline

@@ -306,17 +306,17 @@ def test_the_late_search_ends_with_its_solve(monkeypatch) -> None:
 
 def slow_cbc(monkeypatch, seconds: float = 1.0, builds: bool = True) -> list[float]:  # noqa: ANN001
     """Makes the CBC solve take ``seconds`` and end with no answer, as a CBC stopped at its
-    time limit does (its model built at once, or never when not ``builds``: PuLP still
-    writing it); returns the time limits it was given."""
+    time limit does (its process started at once, or never when not ``builds``: PuLP still
+    writing the model); returns the time limits it was given."""
     from tensat_py.extract import ilp
 
     limits: list[float] = []
 
-    def stopped(problem, *, solver, time_limit, on_built=None, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    def stopped(problem, *, solver, time_limit, started=None, **kwargs):  # noqa: ANN001, ANN003, ANN202
         assert solver == "cbc"
         limits.append(time_limit)
-        if builds and on_built is not None:
-            on_built()
+        if builds and started is not None:
+            started.set()
         time.sleep(seconds)
         raise ilp.SolverStopped("the solver process was stopped at the time limit")
 

@@ -40,7 +40,6 @@ from tensat_py.egraph import ExtractionProblem
 from tensat_py.extract.simplify import Simplified
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from tensat_py.extract.highs import HighsModel, HighsSolve
     from tensat_py.extract.lns import LnsOutcome
@@ -123,7 +122,12 @@ class SolverStopped(pulp.PulpSolverError):
     """The solver process ran past the deadline and was stopped (it had no answer yet)."""
 
 
-def _run(lp: pulp.LpProblem, solver: pulp.LpSolver, deadline: float | None = None) -> None:
+def _run(
+    lp: pulp.LpProblem,
+    solver: pulp.LpSolver,
+    deadline: float | None = None,
+    started: threading.Event | None = None,
+) -> None:
     """Solves ``lp`` with ``solver``; a command-line solver (CBC) writes its model, warm
     start and solution files into a private temporary folder that is removed whatever
     happens. PuLP deletes them only after a successful run, so a CBC that exits with an
@@ -132,13 +136,17 @@ def _run(lp: pulp.LpProblem, solver: pulp.LpSolver, deadline: float | None = Non
     With a ``deadline`` (``time.perf_counter()`` seconds), a CBC process still running then
     is stopped and :class:`SolverStopped` raised: CBC's own limit does not cover PuLP's
     writing of the model, and CBC does not look at it while it processes a MIP start (46k
-    variables: 21 s of a 10 s budget, bench/extract_bench.md).
+    variables: 21 s of a 10 s budget, bench/extract_bench.md). ``started`` is set once the
+    CBC process runs (PuLP has written the model; Linux's /proc is polled every 50 ms) or
+    the solve has returned.
 
     Raises:
         SolverStopped: the process was stopped at the deadline.
         pulp.PulpSolverError: the solver failed.
     """
     if not isinstance(solver, pulp.LpSolver_CMD):
+        if started is not None:
+            started.set()
         lp.solve(solver)
         return
     with tempfile.TemporaryDirectory(prefix="tensat-cbc-") as folder:
@@ -147,15 +155,22 @@ def _run(lp: pulp.LpProblem, solver: pulp.LpSolver, deadline: float | None = Non
         finished = threading.Event()
 
         def watch() -> None:
+            if started is not None:
+                while not _children(folder) and not finished.wait(0.05):
+                    if deadline is not None and time.perf_counter() >= deadline:
+                        break
+                started.set()
+            if deadline is None:
+                return
             # From the deadline on, until the solve returns: PuLP may still be writing the
             # model when the deadline comes, and start CBC after it.
-            assert deadline is not None
             if finished.wait(max(0.0, deadline - time.perf_counter())):
                 return
             while not stopped and not finished.wait(0.05):
                 stopped.extend(_stop_processes(folder))
 
-        watchdog = threading.Thread(target=watch, daemon=True) if deadline is not None else None
+        watched = deadline is not None or started is not None
+        watchdog = threading.Thread(target=watch, daemon=True) if watched else None
         if watchdog is not None:
             watchdog.start()
         try:
@@ -172,15 +187,15 @@ def _run(lp: pulp.LpProblem, solver: pulp.LpSolver, deadline: float | None = Non
         raise failure
 
 
-def _stop_processes(folder: str) -> list[int]:
-    """Kills this process's children whose command line names ``folder`` (Linux's /proc;
-    nothing elsewhere). Returns their process ids."""
-    killed: list[int] = []
+def _children(folder: str) -> list[int]:
+    """Ids of this process's children whose command line names ``folder`` (Linux's /proc;
+    none elsewhere)."""
+    found: list[int] = []
     me = str(os.getpid())
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return killed
+        return found
     for pid in entries:
         if not pid.isdigit():
             continue
@@ -192,11 +207,20 @@ def _stop_processes(folder: str) -> list[int]:
         except (OSError, IndexError):
             continue
         if parent == me and folder in cmdline:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-                killed.append(int(pid))
-            except OSError:
-                pass
+            found.append(int(pid))
+    return found
+
+
+def _stop_processes(folder: str) -> list[int]:
+    """Kills this process's children whose command line names ``folder`` (Linux's /proc;
+    nothing elsewhere). Returns their process ids."""
+    killed: list[int] = []
+    for pid in _children(folder):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
+            pass
     return killed
 
 
@@ -818,8 +842,9 @@ def _cbc_beside_search(
 ) -> tuple[IlpOutcome, LnsOutcome | None]:
     """Runs the CBC solve of a large acyclic problem (``reduced``: the simplified e-graph,
     from the MIP start ``start``) in a thread and, once it has used
-    :data:`LATE_SEARCH_SHARE` of the time left without finishing and no other ILP
-    extraction of the process (:data:`RUNNING`) is running, the search
+    :data:`LATE_SEARCH_SHARE` of the time left without finishing, the CBC process runs
+    (PuLP has built and written the model) and no other ILP extraction of the process
+    (:data:`RUNNING`) is running, the search
     (:func:`tensat_py.extract.lns.improve` without its whole-e-graph first step, which would
     be the problem itself) beside it until the solve ends. CBC runs in a process of its own
     and reports nothing while it runs, so the two exchange no answers: the caller keeps the
@@ -843,7 +868,7 @@ def _cbc_beside_search(
                 cycle_constraints=cycle_constraints,
                 order_vars=order_vars,
                 warm_start=start,
-                on_built=built.set,
+                started=built,
             )
         except BaseException as e:  # re-raised in the calling thread
             failed.append(e)
@@ -852,8 +877,8 @@ def _cbc_beside_search(
     thread = threading.Thread(target=exact, name="tensat-cbc-solve", daemon=True)
     thread.start()
     thread.join(LATE_SEARCH_SHARE * remaining)
-    # PuLP builds the model in Python: a search beside it (Python too, between its HiGHS
-    # solves) would slow the build through the GIL and push CBC past the deadline.
+    # PuLP builds and writes the model in Python: a search beside it (Python too, between
+    # its HiGHS solves) would slow that through the GIL and push CBC past the deadline.
     while thread.is_alive() and (RUNNING.count > 1 or not built.is_set()):
         thread.join(0.05)
     lns = None
@@ -914,7 +939,7 @@ def _solve_exact(
     cycle_constraints: str,
     order_vars: str,
     warm_start: dict[int, int] | None,
-    on_built: Callable[[], None] | None = None,
+    started: threading.Event | None = None,
 ) -> IlpOutcome:
     """Solves the extraction ILP exactly (lazy cycle cuts, order variables or neither).
 
@@ -926,7 +951,7 @@ def _solve_exact(
         order_vars: ``"real"`` (``t`` in [0, 1], eps = 1/M, A = 2) or ``"int"`` (integer
             ``t`` in [0, M-1], eps = 1, A = M), M = size of the largest cyclic component.
         warm_start: an acyclic choice to start from (CBC only), e.g. the greedy DAG.
-        on_built: called once the model is built, before the first solver run.
+        started: set once the first solver process runs (CBC; see :func:`_run`).
 
     Returns:
         an :class:`IlpOutcome`; ``choices`` is ``None`` when no acyclic solution was found
@@ -1018,8 +1043,6 @@ def _solve_exact(
     last_status = "no solve"
     build = time.perf_counter() - start
     solve_s = 0.0
-    if on_built is not None:
-        on_built()
     while True:
         remaining = time_limit - (time.perf_counter() - start)
         if remaining <= 0:
@@ -1037,6 +1060,7 @@ def _solve_exact(
             lp,
             _solver(solver, remaining, bool(warm_start) and solver == "cbc"),
             deadline=start + time_limit,
+            started=started if rounds == 0 else None,
         )
         solve_s += time.perf_counter() - t_solve
         rounds += 1
