@@ -848,10 +848,11 @@ def _cbc_beside_search(
     (:func:`tensat_py.extract.lns.improve` without its whole-e-graph first step, which would
     be the problem itself) beside it until the solve ends. CBC runs in a process of its own
     and reports nothing while it runs, so the two exchange no answers: the caller keeps the
-    cheaper (:func:`_best_of`). Why: on the zoo's k_multi=2 e-graphs CBC has no answer at
-    all at 10 s (bert, nasrnn, nasneta, inceptionv3: the greedy answer was kept), while the
-    search reaches within 0.7 % of their optima in 6 s (docs/extraction.md). Returns the
-    solve's outcome and the search's (``None`` when the solve finished first)."""
+    cheaper (:func:`_best_of`). Why: on the zoo's k_multi=2 e-graphs of BERT, NasRNN and
+    NasNet-A CBC has no answer at all at 10 s (the greedy answer was kept, 5-11 % above
+    their optima), while the search alone reaches within 0.7 % of their optima in 6 s
+    (docs/extraction.md). Returns the solve's outcome and the search's (``None`` when the
+    solve finished first)."""
     from tensat_py.extract.lns import improve
 
     done: dict[str, IlpOutcome] = {}
