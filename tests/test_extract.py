@@ -114,19 +114,25 @@ def test_a_cbc_running_past_the_time_limit_is_stopped() -> None:
     assert "had no answer at the time limit and was stopped" in r.message
 
 
-@pytest.mark.usefixtures("slow_cbc")
-def test_a_cbc_started_after_the_deadline_is_stopped_too() -> None:
-    # PuLP may still be writing the model when the deadline comes and start CBC after it.
+def tiny_lp():  # noqa: ANN201
+    """A one-variable PuLP problem (minimise x, x binary)."""
     import pulp
-    from tensat_py.extract.ilp import SolverStopped, _run, _solver
 
     lp = pulp.LpProblem("tiny", pulp.LpMinimize)
     x = lp.add_variable("x", 0, 1, cat=pulp.LpBinary)
     lp += x
     lp += x >= 0
+    return lp
+
+
+@pytest.mark.usefixtures("slow_cbc")
+def test_a_cbc_started_after_the_deadline_is_stopped_too() -> None:
+    # PuLP may still be writing the model when the deadline comes and start CBC after it.
+    from tensat_py.extract.ilp import SolverStopped, _run, _solver
+
     t0 = time.perf_counter()
     with pytest.raises(SolverStopped, match="stopped at the time limit"):
-        _run(lp, _solver("cbc", 30.0, False), deadline=time.perf_counter() - 1.0)
+        _run(tiny_lp(), _solver("cbc", 30.0, False), deadline=time.perf_counter() - 1.0)
     assert time.perf_counter() - t0 < 8
 
 
@@ -311,13 +317,9 @@ def test_a_cbc_solve_with_no_time_left_builds_no_model(monkeypatch) -> None:
 def test_a_cbc_run_says_when_its_process_has_started() -> None:
     import threading
 
-    import pulp
     from tensat_py.extract.ilp import SolverStopped, _run, _solver
 
-    lp = pulp.LpProblem("tiny", pulp.LpMinimize)
-    x = lp.add_variable("x", 0, 1, cat=pulp.LpBinary)
-    lp += x
-    lp += x >= 0
+    lp = tiny_lp()
     started, errors = threading.Event(), []
 
     def run() -> None:
