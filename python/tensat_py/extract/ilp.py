@@ -40,7 +40,6 @@ from tensat_py.egraph import ExtractionProblem
 from tensat_py.extract.simplify import Simplified
 
 if TYPE_CHECKING:
-
     from tensat_py.extract.highs import HighsModel, HighsSolve
     from tensat_py.extract.lns import LnsOutcome
 
@@ -899,7 +898,15 @@ def _cbc_beside_search(
     return done["outcome"], lns
 
 
-def _cbc_or_stopped(problem: ExtractionProblem, **options: object) -> IlpOutcome:
+def _cbc_or_stopped(
+    problem: ExtractionProblem,
+    *,
+    time_limit: float,
+    cycle_constraints: str,
+    order_vars: str,
+    warm_start: dict[int, int] | None,
+    started: threading.Event | None = None,
+) -> IlpOutcome:
     """:func:`_solve_exact` with CBC; a CBC stopped at the deadline with no answer
     (:class:`SolverStopped`) is an outcome without choices whose message says so, not an
     error: the caller keeps what else it has (the search's answer; in a decomposed
@@ -907,7 +914,15 @@ def _cbc_or_stopped(problem: ExtractionProblem, **options: object) -> IlpOutcome
     (a crashing binary) are raised.
     """
     try:
-        return _solve_exact(problem, solver="cbc", **options)  # type: ignore[arg-type]
+        return _solve_exact(
+            problem,
+            solver="cbc",
+            time_limit=time_limit,
+            cycle_constraints=cycle_constraints,
+            order_vars=order_vars,
+            warm_start=warm_start,
+            started=started,
+        )
     except SolverStopped as e:
         from tensat_py.extract import _solver_failure
 
