@@ -334,3 +334,20 @@ def test_a_cbc_run_says_when_its_process_has_started() -> None:
     assert started.wait(3) and thread.is_alive()
     thread.join()
     assert errors  # stopped at the deadline
+
+
+def test_the_ilp_keeps_time_back_for_reading_its_answer(monkeypatch) -> None:
+    import tensat_py.extract as extraction
+    from tensat_py.extract import ilp
+
+    given: list[float] = []
+    real = ilp.solve_ilp
+
+    def spy(problem, **kw):  # noqa: ANN001, ANN003, ANN202
+        given.append(kw["time_limit"])
+        return real(problem, **kw)
+
+    monkeypatch.setattr(ilp, "solve_ilp", spy)
+    monkeypatch.setattr(extraction, "FINISH_SECONDS_PER_NODE", 0.1)
+    extraction.extract(SHARED, solver="highs", time_limit=5.0, path_bound=False)
+    assert given and given[0] <= 5.0 - 0.1 * SHARED.num_nodes

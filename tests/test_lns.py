@@ -376,3 +376,56 @@ def test_a_cbc_solve_that_proves_in_time_gets_no_search(monkeypatch) -> None:
     p = cover()
     out = ilp.solve_ilp(p, solver="cbc", time_limit=60, warm_start=greedy_dag(p), decompose=False)
     assert out.status == "optimal" and "search" not in out.message
+
+
+def test_a_cbc_model_that_cannot_start_in_time_leaves_the_time_to_the_search(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    def unexpected(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a CBC model was built with no time to solve it")
+
+    monkeypatch.setattr(ilp, "_solve_exact", unexpected)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    # Building the model of cover()'s ~700 nodes would take 7 s of the 2 s given.
+    monkeypatch.setattr(ilp, "CBC_START_SECONDS_PER_NODE", 0.01)
+    p = cover()
+    greedy = greedy_dag(p)
+    t = time.perf_counter()
+    out = ilp.solve_ilp(p, solver="cbc", time_limit=2, warm_start=greedy, decompose=False)
+    assert time.perf_counter() - t < 2.5
+    assert out.choices is not None and p.dag_cost(out.choices) < p.dag_cost(greedy)
+    assert "no CBC solve: building its model of" in out.message
+    assert out.stats["search_steps"] > 0
+
+
+def test_a_cbc_model_that_starts_in_time_is_solved(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    limits = slow_cbc(monkeypatch, seconds=0.1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "CBC_START_SECONDS_PER_NODE", 1e-6)
+    p = cover()
+    ilp.solve_ilp(p, solver="cbc", time_limit=2, warm_start=greedy_dag(p), decompose=False)
+    assert len(limits) == 1
+
+
+def test_a_restricted_solve_counts_building_its_model_in_its_time_limit(monkeypatch) -> None:
+    from tensat_py.extract import lns
+
+    built = HighsModel.__init__
+    given: list[float] = []
+    solve = HighsModel.solve
+
+    def slow_build(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        built(self, *args, **kwargs)
+        time.sleep(0.3)
+
+    def recorded(self, time_limit, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        given.append(time_limit)
+        return solve(self, time_limit, *args, **kwargs)
+
+    monkeypatch.setattr(HighsModel, "__init__", slow_build)
+    monkeypatch.setattr(HighsModel, "solve", recorded)
+    p = cover()
+    lns.solve_restricted(p, [True] * p.num_nodes, greedy_dag(p), 1.0)
+    assert given and given[0] <= 0.7

@@ -165,6 +165,42 @@ def test_extraction_gets_what_the_earlier_phases_left(monkeypatch: pytest.Monkey
     assert given[0] > 0
 
 
+def _matmul_chain() -> tensat_py.Graph:
+    b = GraphBuilder()
+    x = b.input((1, 1024), name="x")
+    h = b.matmul(x, b.weight((1024, 1024), name="w1"))
+    return b.finish(b.matmul(h, b.weight((1024, 1024), name="w2")))
+
+
+def test_the_check_reserve_covers_the_weight_only_work_of_the_explored_program(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dataclasses
+
+    from tensat_py import pipeline
+
+    real = pipeline.reference
+
+    def slow(graph, **kw):  # the input's run takes 0.2 s (feeds apart)
+        return dataclasses.replace(real(graph, **kw), run_seconds=0.2)
+
+    monkeypatch.setattr(pipeline, "reference", slow)
+    res = tensat_py.optimize(_matmul_chain(), time_limit=60.0)
+    # The candidate is x @ (w1 @ w2): one matmul at run time, but its check multiplies the
+    # two weights (2.1 GFLOP against the input's 4 MFLOP): 26 times the input's work.
+    folded = [n for n in res.candidate.nodes if n.op == "matmul" and n.constant]
+    assert len(folded) == 1
+    assert res.stats["verify_reserve_seconds"] > 0.2 * 10
+    assert res.stats["extract_time_limit"] < 60.0 - 0.2 * 10
+
+
+def test_the_reference_run_is_timed_without_drawing_its_feeds() -> None:
+    from tensat_py.verify import reference
+
+    ref = reference(_matmul_chain(), dtype="float64")
+    assert 0.0 < ref.run_seconds < 5.0
+
+
 # ----------------------------------------------------------------------------- no swallowed errors
 def test_roofline_raises_on_an_unknown_operator() -> None:
     with pytest.raises(ValueError, match="frobnicate"):

@@ -31,6 +31,7 @@ outputs.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ __all__ = [
     "VerificationError",
     "VerifyReport",
     "reference",
+    "run_work",
     "verify",
 ]
 
@@ -125,22 +127,60 @@ def reference(
 
             args = random_args(original, seed=seed)
             feeds = {k: None for k in original.leaf_types()}
+            t = time.perf_counter()
             outputs = run_text(dumps(original), args)
         elif runner == "onnxruntime":
             from tensat_py.runtime import ort_exec
 
             feeds = ort_exec.feeds(original, seed=seed)
+            t = time.perf_counter()
             outputs = ort_exec.run(original, feeds)
         else:
             feeds = random_feeds(original, seed=seed, dtype=dtype)
+            t = time.perf_counter()
             outputs = run(original, feeds)
+        seconds = time.perf_counter() - t
     except (MemoryError, KeyboardInterrupt):
         raise
     except Exception as e:  # any runner failure: the input program cannot be checked
         raise VerificationError(
             f"verification: {runner} cannot run the input program ({_first_line(e)})"
         ) from e
-    return Reference(original, runner, dtype, tol, feeds, list(outputs), args)
+    return Reference(original, runner, dtype, tol, feeds, list(outputs), args, seconds)
+
+
+def run_work(graph: Graph) -> float:
+    """Estimated seconds of one run of ``graph`` on a CPU, for predicting how long a
+    verification run takes: per live node the larger of FLOPs / peak FLOP/s and bytes /
+    bandwidth of the ``"cpu"`` roofline preset (:data:`tensat_py.cost.roofline.PRESETS`),
+    summed, *weight-only sub-graphs included* (a cost model prices them 0, as they are
+    folded before deployment, but a verification run computes them: a product of two
+    1024 x 1024 weights is 2.1 GFLOP, 16 times a 64-row activation's product with one).
+
+    Only ratios of it mean something: a program of twice the work of another takes about
+    twice as long to check. Operators the roofline cannot price count 0.
+
+    Example:
+        >>> from tensat_py.builder import GraphBuilder
+        >>> def program(fold: bool):
+        ...     b = GraphBuilder()
+        ...     x, w = b.input((64, 1024), "x"), b.weight((1024, 1024), "w")
+        ...     return b.finish(b.matmul(x, b.matmul(w, w) if fold else w))
+        >>> round(run_work(program(True)) / run_work(program(False)))
+        17
+    """
+    from tensat_py.cost.base import graph_contexts
+    from tensat_py.cost.roofline import PRESETS, op_flops_bytes
+
+    cpu = PRESETS["cpu"]
+    total = 0.0
+    for ctx in graph_contexts(graph):
+        try:
+            flops, nbytes = op_flops_bytes(ctx)
+        except ValueError:
+            continue
+        total += max(flops / cpu.peak_flops, nbytes / cpu.bandwidth)
+    return total
 
 
 def _auto_runner(original: Graph, optimized: Graph | None = None) -> str:
@@ -165,6 +205,8 @@ class Reference:
         feeds: inputs and weights by name.
         outputs: ``original``'s outputs, in order.
         args: the XLA runner's positional arguments (None for the other runners).
+        run_seconds: wall-clock seconds the runner took on ``original`` (drawing the feeds
+            not included): what a check of a program of the same work takes.
     """
 
     original: Graph
@@ -174,6 +216,7 @@ class Reference:
     feeds: dict[str, Any]
     outputs: list[np.ndarray]
     args: Any = None
+    run_seconds: float = 0.0
 
     def check(self, optimized: Graph) -> VerifyReport:
         """Runs ``optimized`` on the same feeds and compares its outputs with the

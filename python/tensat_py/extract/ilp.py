@@ -597,6 +597,14 @@ LATE_SEARCH_SHARE = 0.4
 #: 1-6 % of their optimum by then and a search beside them only slows their proofs (on a
 #: busy machine to "feasible" at 10 s); Inception-v3's is at 21-52 %.
 LATE_SEARCH_GAP = 0.15
+#: Seconds per kept node from the start of a CBC solve to the CBC process running: PuLP
+#: builds the model and writes it to a file in Python (the zoo's BERT k_multi=2 e-graph,
+#: 46,510 kept nodes: 3.2-4.2 s to build, 1.6 s to write, on the 2-core machine of
+#: bench/extract_bench.md).
+CBC_START_SECONDS_PER_NODE = 1e-4
+#: A large acyclic problem whose CBC process would start later than this share of the time
+#: left gets the search alone: CBC would have no time to answer (docs/extraction.md).
+CBC_START_SHARE = 0.5
 
 
 def _solve_beside_search(
@@ -761,7 +769,22 @@ def _solve_cbc(
         lns = improve(problem, origin, simp.keep, time_limit=0.95 * time_limit, seed=seed)
     exact_start = lns.choices if (lns is not None and warm) else warm
     remaining = deadline - time.perf_counter()
-    if late and origin:
+    cbc_start = CBC_START_SECONDS_PER_NODE * sum(simp.keep)
+    if late and origin and cbc_start > CBC_START_SHARE * remaining:
+        lns = improve(
+            problem, origin, simp.keep, time_limit=remaining, seed=seed, whole_first=False
+        )
+        outcome = _best_of(
+            problem,
+            IlpOutcome(
+                None,
+                "none",
+                f"no CBC solve: building its model of {sum(simp.keep)} nodes takes about "
+                f"{cbc_start:.1f} s of the {remaining:.1f} s left",
+            ),
+            lns,
+        )
+    elif late and origin:
         outcome, lns = _cbc_beside_search(
             problem,
             simp,
