@@ -16,7 +16,10 @@ def taso() -> _core.RuleSet:
 @pytest.mark.parametrize("limit", [1_000, 5_000, 20_000])
 def test_node_limit_within_ten_percent(taso: _core.RuleSet, model: str, limit: int) -> None:
     eg = _core.EGraph(models.get(model).to_flat())
-    st = eg.saturate(taso, k_multi=2, node_limit=limit, iter_limit=100, time_limit=60.0)
+    # Both orders of each merge (Tensat's exploration): BERT grows past 20,000 e-nodes.
+    st = eg.saturate(
+        taso, k_multi=2, node_limit=limit, iter_limit=100, time_limit=60.0, mirror_once=False
+    )
     assert st["stop_reason"] == "node_limit"
     # The limit counts e-nodes as added; the figure reported is after rebuilding merged
     # duplicates, so it may sit a little below the limit.
@@ -38,6 +41,7 @@ def test_time_limit_within_ten_percent(taso: _core.RuleSet, cycle_filter: str) -
             iter_limit=1000,
             time_limit=limit,
             cycle_filter=cycle_filter,
+            mirror_once=False,  # NasRNN then does not saturate within the limit
         )
         assert st["stop_reason"] == "time_limit"
         seen.append(st["explore_seconds"])

@@ -137,7 +137,9 @@ def test_human_table_shows_each_phase_including_verification() -> None:
 
 # ----------------------------------------------------------------------------- time limit
 def test_time_limit_bounds_the_whole_optimisation() -> None:
-    res = tensat_py.optimize("nasrnn", k_multi=2, time_limit=3.0, extractor="greedy-dag")
+    res = tensat_py.optimize(
+        "nasrnn", k_multi=2, time_limit=3.0, extractor="greedy-dag", mirror_once=False
+    )
     st = res.stats
     assert st["stop_reason"] == "node_limit"  # a run with work in every phase
     assert st["time_limit"] == 3.0

@@ -462,7 +462,9 @@ def test_astar_reaches_saturations_cost_on_a_vector_let_with_inline_let() -> Non
     assert len(A.successors(term, rules)) > len(without)
 
 
-def _admit_all_rhs(k_multi: int, iter_limit: int) -> tuple[object, list[tuple]]:
+def _admit_all_rhs(
+    k_multi: int, iter_limit: int, mirror_once: bool = True
+) -> tuple[object, list[tuple]]:
     """A learned policy whose model admits every offered ``matmul-merge-rhs`` match, run on
     three projections of one input; returns the policy and, per ``matmul-merge-rhs`` match
     it saw, ``(mirror key, new e-nodes, admitted)``."""
@@ -490,17 +492,25 @@ def _admit_all_rhs(k_multi: int, iter_limit: int) -> tuple[object, list[tuple]]:
 
     pol.select = spy  # type: ignore[method-assign]
     eg = _core.EGraph(_matmul_triple().to_flat())
-    eg.saturate(rules, k_multi=k_multi, iter_limit=iter_limit, policy=pol)
+    eg.saturate(rules, k_multi=k_multi, iter_limit=iter_limit, policy=pol, mirror_once=mirror_once)
     return pol, seen
 
 
 @needs_lgb
 def test_learned_policy_admits_a_match_and_its_mirror_image_both() -> None:
-    pol, seen = _admit_all_rhs(k_multi=0, iter_limit=1)
+    pol, seen = _admit_all_rhs(k_multi=0, iter_limit=1, mirror_once=False)
     kept = [key for key, _, k in seen if k]
     # (Q, K) and (K, Q) merge the same pair in the other order: both are admitted.
     assert kept and all(kept.count(k) == 2 for k in kept)
     assert pol.admitted == pol.offered == len(kept)
+
+
+@needs_lgb
+def test_learned_policy_is_offered_a_mirror_symmetric_merge_once_per_pair() -> None:
+    pol, seen = _admit_all_rhs(k_multi=0, iter_limit=1)
+    kept = [key for key, _, k in seen if k]
+    # Three projections: three pairs, each offered in one order only.
+    assert len(kept) == len(set(kept)) == 3
 
 
 @needs_lgb

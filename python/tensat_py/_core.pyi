@@ -79,6 +79,9 @@ class RuleSet:
     def describe(self) -> list[tuple[str, list[str], list[str], int]]:
         """``[(name, [source text], [target text], line)]`` for every rule."""
     def conditions(self, index: int) -> list[str]: ...
+    def mirror_symmetric(self, index: int) -> bool:
+        """Whether rule ``index`` is a mirror-symmetric merge, applied once per pair of
+        e-classes by ``saturate(mirror_once=True)``."""
     def check_conditions(self, index: int, bindings: Mapping[str, Any]) -> bool: ...
     def __len__(self) -> int: ...
 
@@ -95,13 +98,17 @@ class EGraph:
         time_limit: float = 60.0,
         cycle_filter: Literal["efficient", "vanilla", "none"] = "efficient",
         policy: Any | None = None,
+        mirror_once: bool = True,
     ) -> SaturateStats:
         """Explores with ``rules``; ``time_limit`` in seconds; ``policy`` chooses the rules
-        and matches of each iteration (``tensat_py.policies``)."""
+        and matches of each iteration (``tensat_py.policies``); ``mirror_once`` applies a
+        mirror-symmetric merge once per pair of e-classes (``False``: both orders, as
+        Tensat does)."""
+    def match_counts(self, rules: RuleSet, multi: bool) -> list[int]:
+        """Matches per rule of ``rules`` (multi-pattern rules when ``multi``; a
+        mirror-symmetric one once per pair of e-classes)."""
     def find(self, ids: Sequence[int]) -> list[int]:
         """Canonical e-class ids of ``ids``."""
-    def match_counts(self, rules: RuleSet, multi: bool) -> list[int]:
-        """Matches per rule of ``rules`` (multi-pattern rules when ``multi``)."""
     def iterations_done(self) -> int:
         """Exploration iterations run so far."""
     def size(self) -> tuple[int, int]:

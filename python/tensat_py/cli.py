@@ -138,6 +138,12 @@ def main() -> None:
     help="Rule choice (tensat_py.policies); learned/astar need the 'learn' extra.",
 )
 @click.option(
+    "--all-orders",
+    is_flag=True,
+    help="Apply mirror-symmetric merges to both orders of each pair of e-classes, as "
+    "Tensat does (default: once per pair; `tensat rules list` marks them).",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
@@ -167,6 +173,7 @@ def optimize(
     quiet: bool,
     input_shape: tuple[str, ...] = (),
     cost_model: str | None = None,
+    all_orders: bool = False,
 ) -> None:
     """Optimise TARGET: a zoo name (bert, nasrnn, ...), a .model or an .onnx file."""
     import tensat_py
@@ -225,6 +232,7 @@ def optimize(
             **({"policy": policy} if policy != "default" else {}),
             **({"min_gain": min_gain} if min_gain is not None else {}),
             **({"confirm": confirm} if confirm is not None else {}),
+            **({"mirror_once": False} if all_orders else {}),
         )
         if output:
             tensat_py.save(result.graph, output, source=graph)
@@ -398,9 +406,14 @@ def rules_list(file: str) -> None:
     except USER_ERRORS as e:
         _fail(_one_line(e))
         return
-    for name, srcs, tgts, line in rs.describe():
-        click.echo(f"{line:5d}  {name}: {', '.join(srcs)} => {', '.join(tgts)}")
-    click.echo(f"{len(rs)} rules ({rs.num_multi()} multi-pattern)")
+    once = 0
+    for k, (name, srcs, tgts, line) in enumerate(rs.describe()):
+        mark = ""
+        if rs.mirror_symmetric(k):
+            once += 1
+            mark = "  [mirror-symmetric: once per pair]"
+        click.echo(f"{line:5d}  {name}: {', '.join(srcs)} => {', '.join(tgts)}{mark}")
+    click.echo(f"{len(rs)} rules ({rs.num_multi()} multi-pattern, {once} mirror-symmetric)")
 
 
 @rules.command("export")

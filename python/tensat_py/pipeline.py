@@ -282,6 +282,7 @@ def optimize(
     policy: str | Any = "default",
     min_gain: float | None = None,
     confirm: bool | None = None,
+    mirror_once: bool = True,
 ) -> OptimizeResult:
     """Optimises a tensor program by equality saturation and extraction.
 
@@ -336,6 +337,11 @@ def optimize(
             ``"learned"`` (learned multi-pattern matches past ``k_multi``; never worse than
             the default, which it also runs and falls back to, saying so), ``"astar"``
             (A* over rewrite sequences with the learned value function), or a policy object.
+        mirror_once: apply a mirror-symmetric multi-pattern rule (a merge of two operators
+            that share an input, ``tensat rules list`` marks them) once per pair of
+            e-classes (default); ``False`` applies it to both orders, as Tensat does. The
+            mirrored application builds the same merged operator with its concatenation
+            order reversed, at the same cost (``docs/exploration.md``).
 
     Returns:
         an :class:`OptimizeResult`; ``cost_after <= cost_before`` always, and the
@@ -405,6 +411,7 @@ def optimize(
                 time_limit=explore_limit,
                 cycle_filter=cycle_filter,
                 policy=None if isinstance(policy, str) else policy,
+                mirror_once=mirror_once,
             )
         )
     t = time.perf_counter()

@@ -281,6 +281,12 @@ impl RuleSet {
         self.inner.len()
     }
 
+    /// Is rule `index` mirror-symmetric (a merge applied once per pair of e-classes by
+    /// `saturate(mirror_once=True)`)?
+    fn mirror_symmetric(&self, index: usize) -> PyResult<bool> {
+        Ok(self.rule(index)?.is_mirror_symmetric())
+    }
+
     /// The conditions of rule `index` (file order), each in DSL syntax.
     fn conditions(&self, index: usize) -> PyResult<Vec<String>> {
         Ok(self
@@ -387,7 +393,10 @@ impl EGraph {
     /// `select(view) -> None | list[bool]`, each optional;
     /// without one, or with `None`, the schedule is Tensat's (`AllRules`). A later call
     /// continues the iteration count of earlier ones.
-    #[pyo3(signature = (rules, k_multi=1, node_limit=50_000, iter_limit=15, time_limit=60.0, cycle_filter="efficient", policy=None))]
+    ///
+    /// `mirror_once` (default true) applies a mirror-symmetric multi-pattern rule once per
+    /// pair of matched e-classes; `False` applies it to both orders, as Tensat does.
+    #[pyo3(signature = (rules, k_multi=1, node_limit=50_000, iter_limit=15, time_limit=60.0, cycle_filter="efficient", policy=None, mirror_once=true))]
     fn saturate<'py>(
         &mut self,
         py: Python<'py>,
@@ -398,6 +407,7 @@ impl EGraph {
         time_limit: f64,
         cycle_filter: &str,
         policy: Option<Bound<'py, PyAny>>,
+        mirror_once: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let config = Config {
             k_multi,
@@ -406,6 +416,7 @@ impl EGraph {
             time_limit: Duration::try_from_secs_f64(time_limit)
                 .map_err(|e| PyValueError::new_err(format!("time_limit: {e}")))?,
             cycle_filter: CycleFilter::parse(cycle_filter).map_err(PyValueError::new_err)?,
+            mirror_once,
         };
         let st = match policy {
             // Exploration runs without the GIL, so Python threads (the progress display) run.
@@ -482,7 +493,8 @@ impl EGraph {
     }
 
     /// Matches of each rule of `rules` in the current e-graph, in rule order, conditions
-    /// checked, nothing applied; multi-pattern rules count only when `multi` (else 0).
+    /// checked, nothing applied; multi-pattern rules count only when `multi` (else 0), a
+    /// mirror-symmetric one once per pair of e-classes.
     #[pyo3(signature = (rules, multi=false))]
     fn match_counts(&self, rules: &RuleSet, multi: bool) -> Vec<usize> {
         self.ex.match_counts(&rules.inner, multi)

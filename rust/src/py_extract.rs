@@ -223,7 +223,7 @@ pub fn prune(
         num_classes,
         &roots,
         &forbidden,
-        |p| crate::prune::prune(p),
+        crate::prune::prune,
     )
 }
 

@@ -35,7 +35,7 @@ pub use cond::{Cmp, Condition, Expr};
 
 use crate::analysis::{Data, TensorAnalysis};
 use crate::lang::{Float, Mdl};
-use egg::{EGraph, ENodeOrVar, Pattern, Subst, Var};
+use egg::{EGraph, ENodeOrVar, Language, Pattern, Subst, Var};
 use pattern::{parse_pattern, Vars};
 use std::collections::HashMap;
 use std::fmt;
@@ -255,6 +255,105 @@ impl Rule {
     pub fn check(&self, egraph: &EGraph<Mdl, TensorAnalysis>, subst: &Subst) -> bool {
         self.conditions.iter().all(|c| c.holds(egraph, subst))
     }
+
+    /// True for a two-source rule whose application to the matched e-classes `(b, a)` is
+    /// the mirror image of its application to `(a, b)`: the two sources are one pattern up
+    /// to renaming its variables, and swapping those variables turns each target into the
+    /// other one's mirror (the two tensor operands of every `concat` swapped, `split_0` and
+    /// `split_1` exchanged). Tensat's merges of two operators sharing an input are such
+    /// rules: the mirrored application builds the same merged operator with its
+    /// concatenation order reversed, at the same cost, so exploration applies them once per
+    /// pair of e-classes ([`crate::saturate`]). A merge that treats its operands
+    /// differently (`conv-enlarge-merge` pads the first kernel to the second's size) is not
+    /// mirror-symmetric.
+    ///
+    /// ```
+    /// let rs = _core::rules::parse(
+    ///     "m: (relu ?a), (relu ?b) => (split_0 (split 0 (relu (concat 0 2 ?a ?b)))), \
+    ///      (split_1 (split 0 (relu (concat 0 2 ?a ?b))))\n\
+    ///      e: (conv2d 1 1 0 0 ?x ?w1), (conv2d 1 1 0 0 ?x ?w2) => \
+    ///      (split_0 (split 1 (conv2d 1 1 0 0 ?x (concat 0 4 (enlarge ?w1 ?w2) ?w2)))), \
+    ///      (split_1 (split 1 (conv2d 1 1 0 0 ?x (concat 0 4 (enlarge ?w1 ?w2) ?w2))))",
+    ///     "d",
+    /// ).unwrap();
+    /// assert!(rs.rules[0].is_mirror_symmetric());
+    /// assert!(!rs.rules[1].is_mirror_symmetric());
+    /// ```
+    pub fn is_mirror_symmetric(&self) -> bool {
+        if self.sources.len() != 2 || self.targets.len() != 2 {
+            return false;
+        }
+        let (k0, vars0) = canonical(&self.sources[0]);
+        let (k1, vars1) = canonical(&self.sources[1]);
+        if k0 != k1 {
+            return false;
+        }
+        let mut swap: HashMap<Var, Var> = HashMap::new();
+        for (a, b) in vars0.iter().zip(&vars1) {
+            swap.insert(*a, *b);
+            swap.insert(*b, *a);
+        }
+        let same = HashMap::new();
+        let t = &self.targets;
+        mirror_text(&t[0], &swap, true) == mirror_text(&t[1], &same, false)
+            && mirror_text(&t[1], &swap, true) == mirror_text(&t[0], &same, false)
+    }
+}
+
+/// A pattern's key up to the names of its variables (renamed `?0`, `?1`, ... in order of
+/// first appearance), and its variables in that order: two sources with one key match
+/// the same e-nodes.
+pub(crate) fn canonical(p: &Pattern<Mdl>) -> (String, Vec<Var>) {
+    let mut order: Vec<Var> = Vec::new();
+    let mut key = String::new();
+    for node in p.ast.as_ref() {
+        match node {
+            ENodeOrVar::Var(v) => {
+                let i = order.iter().position(|o| o == v).unwrap_or_else(|| {
+                    order.push(*v);
+                    order.len() - 1
+                });
+                key.push_str(&format!("?{i} "));
+            }
+            ENodeOrVar::ENode(n) => {
+                key.push_str(&format!("{}{:?} ", n, n.children()));
+            }
+        }
+    }
+    (key, order)
+}
+
+/// `p` as text with its variables renamed by `rename` (others kept) and, with `mirror`,
+/// the tensor operands of each `concat` swapped and `split_0` / `split_1` exchanged.
+fn mirror_text(p: &Pattern<Mdl>, rename: &HashMap<Var, Var>, mirror: bool) -> String {
+    fn go(ast: &[ENodeOrVar<Mdl>], at: usize, rename: &HashMap<Var, Var>, mirror: bool) -> String {
+        match &ast[at] {
+            ENodeOrVar::Var(v) => rename.get(v).unwrap_or(v).to_string(),
+            ENodeOrVar::ENode(n) => {
+                let mut kids: Vec<String> = n
+                    .children()
+                    .iter()
+                    .map(|c| go(ast, usize::from(*c), rename, mirror))
+                    .collect();
+                let mut name = n.to_string();
+                if mirror {
+                    match name.as_str() {
+                        "split_0" => name = "split_1".to_string(),
+                        "split_1" => name = "split_0".to_string(),
+                        "concat" if kids.len() == 4 => kids.swap(2, 3),
+                        _ => {}
+                    }
+                }
+                if kids.is_empty() {
+                    name
+                } else {
+                    format!("({name} {})", kids.join(" "))
+                }
+            }
+        }
+    }
+    let ast = p.ast.as_ref();
+    go(ast, ast.len() - 1, rename, mirror)
 }
 
 impl fmt::Display for Rule {
