@@ -881,11 +881,14 @@ mod tests {
         assert_eq!(ex.egraph.number_of_classes(), classes);
     }
 
+    /// Tensat's merge of two matmuls that share their left operand (mirror-symmetric).
+    const MATMUL_MERGE: &str = "m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
+        (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
+        (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
+
     #[test]
     fn multi_pattern_merges_matmuls_sharing_an_input() {
-        let rules = "m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
-            (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
-            (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
+        let rules = MATMUL_MERGE;
         let prog = "(noop (matmul 0 (input x@4_8) (weight a@8_3)) (matmul 0 (input x@4_8) (weight b@8_5)))";
         let (mut ex, stats) = explore(rules, prog, &Config::default());
         assert!(stats.applied >= 1);
@@ -898,9 +901,7 @@ mod tests {
 
     #[test]
     fn multi_pattern_rules_skip_after_k_multi() {
-        let rules = "m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
-            (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
-            (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
+        let rules = MATMUL_MERGE;
         let prog = "(noop (matmul 0 (input x@4_8) (weight a@8_3)) (matmul 0 (input x@4_8) (weight b@8_5)))";
         let cfg = Config {
             k_multi: 0,
@@ -1225,12 +1226,9 @@ mod tests {
     /// A single-pattern rule (0: `comm`) and a matmul merge (1: `m`), and a program with
     /// one match of each (`m` in both orders).
     fn merge_pair() -> (RuleSet, &'static str) {
-        let rules = "comm: (ewadd ?x ?y) => (ewadd ?y ?x)\n\
-            m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
-            (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
-            (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
+        let rules = format!("comm: (ewadd ?x ?y) => (ewadd ?y ?x)\n{MATMUL_MERGE}");
         let prog = "(ewadd (matmul 0 (input x@4_8) (weight a@8_3)) (matmul 0 (input x@4_8) (weight b@8_3)))";
-        (parse(rules, "t.rules").unwrap(), prog)
+        (parse(&rules, "t.rules").unwrap(), prog)
     }
 
     /// Applications of the multi-pattern rules of `rules` in one iteration on
@@ -1248,9 +1246,7 @@ mod tests {
 
     #[test]
     fn a_mirror_symmetric_merge_is_applied_once_per_pair_of_eclasses() {
-        let merge = "m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
-            (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \
-            (split_1 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z))))";
+        let merge = MATMUL_MERGE;
         assert_eq!(merges_applied(merge, true), 1);
         assert_eq!(
             merges_applied(merge, false),
