@@ -350,19 +350,35 @@ def test_the_cbc_late_search_waits_for_the_model_to_be_built(monkeypatch) -> Non
     assert "had no answer at the time limit and was stopped" in out.message
 
 
-def test_the_cbc_late_search_waits_while_another_extraction_runs(monkeypatch) -> None:
+def test_the_cbc_late_search_waits_while_more_extractions_run_than_cpus(monkeypatch) -> None:
     from tensat_py.extract import ilp
 
     p = cover()
     slow_cbc(monkeypatch)
     monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
     monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    monkeypatch.setattr(ilp, "_cpus", lambda: 1)
     with ilp.RUNNING:  # another piece's solve, still running when this one ends
         out = ilp.solve_ilp(
             p, solver="cbc", time_limit=20, warm_start=greedy_dag(p), decompose=False
         )
     assert out.choices is None and "search" not in out.message
     assert ilp.RUNNING.count == 0
+
+
+def test_the_cbc_late_search_runs_beside_another_extraction_on_a_free_cpu(monkeypatch) -> None:
+    from tensat_py.extract import ilp
+
+    p = cover()
+    greedy = greedy_dag(p)
+    slow_cbc(monkeypatch)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    monkeypatch.setattr(ilp, "_cpus", lambda: 2)
+    with ilp.RUNNING:  # another piece's CBC solve, on the other CPU
+        out = ilp.solve_ilp(p, solver="cbc", time_limit=20, warm_start=greedy, decompose=False)
+    assert out.choices is not None and p.dag_cost(out.choices) < p.dag_cost(greedy)
+    assert "best of search" in out.message and out.stats["search_steps"] > 0
 
 
 def test_a_cbc_solve_that_proves_in_time_gets_no_search(monkeypatch) -> None:

@@ -124,10 +124,11 @@ def extract(
             (``"cbc"``); its answers are ``"feasible"`` unless a lower bound proves them
             optimal. An acyclic problem (or piece) of at least ``ilp.LATE_SEARCH_NODES``
             nodes whose solve has not finished after ``ilp.LATE_SEARCH_SHARE`` of its time
-            gets the search beside it too, once no other piece is being solved: with
-            ``"highs"`` when its gap is still above ``ilp.LATE_SEARCH_GAP`` (the two
-            exchange answers), with ``"cbc"`` always (CBC reports nothing while it runs;
-            the cheaper answer is kept).
+            gets the search beside it too: with ``"highs"`` once no other piece is being
+            solved and when its gap is still above ``ilp.LATE_SEARCH_GAP`` (the two
+            exchange answers), with ``"cbc"`` once no more pieces are being solved than
+            the process has CPUs (CBC reports nothing while it runs; the cheaper answer
+            is kept).
         beam_width: partial solutions kept per class by ``"beam"`` (and by the ILP's warm
             start on cyclic e-graphs).
         simplify: simplify the e-graph before the ILP (dominated nodes, nodes needing their
