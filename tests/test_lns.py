@@ -324,14 +324,22 @@ def slow_cbc(monkeypatch, seconds: float = 1.0, builds: bool = True) -> list[flo
     return limits
 
 
+def late_cbc(monkeypatch, builds: bool = True) -> tuple[ExtractionProblem, dict[int, int]]:  # noqa: ANN001
+    """:func:`cover` and its greedy DAG, with a slow CBC (:func:`slow_cbc`) whose late search
+    is due almost at once."""
+    from tensat_py.extract import ilp
+
+    slow_cbc(monkeypatch, builds=builds)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
+    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    p = cover()
+    return p, greedy_dag(p)
+
+
 def test_a_slow_acyclic_cbc_solve_gets_the_search_late_and_keeps_its_answer(monkeypatch) -> None:
     from tensat_py.extract import ilp
 
-    p = cover()
-    greedy = greedy_dag(p)
-    slow_cbc(monkeypatch)
-    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
-    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    p, greedy = late_cbc(monkeypatch)
     out = ilp.solve_ilp(p, solver="cbc", time_limit=20, warm_start=greedy, decompose=False)
     assert out.choices is not None and p.dag_cost(out.choices) < p.dag_cost(greedy)
     assert "best of search" in out.message and out.stats["search_steps"] > 0
@@ -341,11 +349,8 @@ def test_a_slow_acyclic_cbc_solve_gets_the_search_late_and_keeps_its_answer(monk
 def test_the_cbc_late_search_waits_for_the_model_to_be_built(monkeypatch) -> None:
     from tensat_py.extract import ilp
 
-    p = cover()
-    slow_cbc(monkeypatch, builds=False)
-    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
-    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
-    out = ilp.solve_ilp(p, solver="cbc", time_limit=20, warm_start=greedy_dag(p), decompose=False)
+    p, greedy = late_cbc(monkeypatch, builds=False)
+    out = ilp.solve_ilp(p, solver="cbc", time_limit=20, warm_start=greedy, decompose=False)
     assert out.choices is None and "search" not in out.message
     assert "had no answer at the time limit and was stopped" in out.message
 
@@ -353,15 +358,10 @@ def test_the_cbc_late_search_waits_for_the_model_to_be_built(monkeypatch) -> Non
 def test_the_cbc_late_search_waits_while_more_extractions_run_than_cpus(monkeypatch) -> None:
     from tensat_py.extract import ilp
 
-    p = cover()
-    slow_cbc(monkeypatch)
-    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
-    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    p, greedy = late_cbc(monkeypatch)
     monkeypatch.setattr(ilp, "_cpus", lambda: 1)
     with ilp.RUNNING:  # another piece's solve, still running when this one ends
-        out = ilp.solve_ilp(
-            p, solver="cbc", time_limit=20, warm_start=greedy_dag(p), decompose=False
-        )
+        out = ilp.solve_ilp(p, solver="cbc", time_limit=20, warm_start=greedy, decompose=False)
     assert out.choices is None and "search" not in out.message
     assert ilp.RUNNING.count == 0
 
@@ -369,11 +369,7 @@ def test_the_cbc_late_search_waits_while_more_extractions_run_than_cpus(monkeypa
 def test_the_cbc_late_search_runs_beside_another_extraction_on_a_free_cpu(monkeypatch) -> None:
     from tensat_py.extract import ilp
 
-    p = cover()
-    greedy = greedy_dag(p)
-    slow_cbc(monkeypatch)
-    monkeypatch.setattr(ilp, "LATE_SEARCH_NODES", 1)
-    monkeypatch.setattr(ilp, "LATE_SEARCH_SHARE", 0.02)
+    p, greedy = late_cbc(monkeypatch)
     monkeypatch.setattr(ilp, "_cpus", lambda: 2)
     with ilp.RUNNING:  # another piece's CBC solve, on the other CPU
         out = ilp.solve_ilp(p, solver="cbc", time_limit=20, warm_start=greedy, decompose=False)
