@@ -232,7 +232,6 @@ struct Limits {
     start: Instant,
     time: Duration,
     nodes: usize,
-    mirror_once: bool,
 }
 
 impl Limits {
@@ -351,7 +350,6 @@ impl Explorer {
             start: Instant::now(),
             time: Duration::MAX,
             nodes: usize::MAX,
-            mirror_once: true,
         };
         let index: FxHashMap<*const Rule, usize> = rules
             .rules
@@ -363,7 +361,7 @@ impl Explorer {
         let mut apps = search_single(&self.egraph, &singles, &limits);
         if multi {
             let multis: Vec<&Rule> = rules.rules.iter().filter(|r| r.is_multi()).collect();
-            apps.extend(search_multi(&self.egraph, &multis, &limits));
+            apps.extend(search_multi(&self.egraph, &multis, &limits, true));
         }
         let mut counts = vec![0; rules.rules.len()];
         for a in &apps {
@@ -384,7 +382,6 @@ impl Explorer {
             start: Instant::now(),
             time: config.time_limit,
             nodes: config.node_limit,
-            mirror_once: config.mirror_once,
         };
         let mut stats = Stats {
             enodes: 0,
@@ -430,14 +427,24 @@ impl Explorer {
             let mut apps = search_single(&self.egraph, &singles, &limits);
             if policy.search_multi(life, config.k_multi) {
                 match policy.multi_rules(life) {
-                    None => apps.extend(search_multi(&self.egraph, &multis, &limits)),
+                    None => apps.extend(search_multi(
+                        &self.egraph,
+                        &multis,
+                        &limits,
+                        config.mirror_once,
+                    )),
                     Some(chosen) => {
                         let chosen: Vec<&Rule> = chosen
                             .iter()
                             .filter_map(|&i| rules.rules.get(i))
                             .filter(|r| r.is_multi())
                             .collect();
-                        apps.extend(search_multi(&self.egraph, &chosen, &limits));
+                        apps.extend(search_multi(
+                            &self.egraph,
+                            &chosen,
+                            &limits,
+                            config.mirror_once,
+                        ));
                     }
                 }
             }
@@ -739,7 +746,14 @@ fn search_single<'r>(egraph: &EG, rules: &[&'r Rule], limits: &Limits) -> Vec<Ap
 
 type Matches = Vec<(Id, Vec<Id>)>;
 
-fn search_multi<'r>(egraph: &EG, rules: &[&'r Rule], limits: &Limits) -> Vec<Application<'r>> {
+/// Matches of the multi-pattern `rules` (Tensat Algorithm 1); with `mirror_once`, a
+/// mirror-symmetric rule's combinations only in ascending order of their e-classes.
+fn search_multi<'r>(
+    egraph: &EG,
+    rules: &[&'r Rule],
+    limits: &Limits,
+    mirror_once: bool,
+) -> Vec<Application<'r>> {
     // Search each distinct canonical source pattern once.
     let mut found: FxHashMap<String, Matches> = FxHashMap::default();
     let mut shapes: Vec<Vec<(String, Vec<Var>)>> = Vec::with_capacity(rules.len());
@@ -802,7 +816,7 @@ fn search_multi<'r>(egraph: &EG, rules: &[&'r Rule], limits: &Limits) -> Vec<App
         }
         // A mirror-symmetric rule is applied once per pair of e-classes (the mirrored
         // application builds the same operator with its concatenation order reversed).
-        let once = limits.mirror_once && rule.is_mirror_symmetric();
+        let once = mirror_once && rule.is_mirror_symmetric();
         for (classes, sub) in partial {
             // A combination of one e-class with itself merges nothing new.
             if classes
