@@ -74,6 +74,9 @@ class HighsModel:
         relax: solve the LP relaxation (continuous variables) instead of the ILP.
         order: add the paper's topological order variables (``"real"`` or ``"int"``) on
             the cyclic strongly connected components, or ``None``.
+        needs: add ``y_c <= y_d`` for each class ``d`` that every derivation of ``c`` builds
+            (:func:`tensat_py.extract.needs.needed_pairs`): a tighter LP relaxation. HiGHS's
+            presolve finds most of them itself, so the MIP does not ask for them.
 
     Attributes:
         build_seconds: wall-clock seconds spent building the model.
@@ -87,6 +90,7 @@ class HighsModel:
         *,
         relax: bool = False,
         order: str | None = None,
+        needs: bool = False,
     ) -> None:
         import highspy
 
@@ -150,6 +154,13 @@ class HighsModel:
                 else:
                     cols = [self.col[i] for i in us] + [ycol[d]]
                     row(cols, [1.0] * len(us) + [-1.0], -inf, 0.0)
+
+        if needs:
+            from tensat_py.extract.needs import needed_pairs
+
+            for c, d in needed_pairs(problem, keep):
+                if ycol[c] != ycol[d]:
+                    row([ycol[c], ycol[d]], [1.0, -1.0], -inf, 0.0)
 
         self.tcol: dict[int, int] = {}
         if order is not None:

@@ -1,0 +1,98 @@
+"""Classes every derivation needs: the rows y_c <= y_d that tighten the extraction ILP."""
+
+from __future__ import annotations
+
+import random
+
+import pulp
+import pytest
+from extraction_helpers import brute_force, make
+from tensat_py.extract import extract, ilp
+from tensat_py.extract.highs import HighsModel
+from tensat_py.extract.needs import needed_pairs
+from tensat_py.extract.simplify import simplify
+
+# root R = {f(A) 0 | g(B) 0}; A = a(C) 0; B = b(C) 0; C = c(D) 10; D leaf 0. Every way to
+# R builds C: optimum 10. The LP without y_R <= y_C takes f and g at one half each, and with
+# them A, B and C at one half: 5.
+HALVES = make(
+    [(0, [1], 0), (0, [2], 0), (1, [3], 0), (2, [3], 0), (3, [4], 10), (4, [], 0)], roots=[0]
+)
+
+
+def test_a_class_needs_what_all_its_alternatives_build() -> None:
+    pairs = needed_pairs(HALVES, [True] * 6)
+    # R needs C and D (through both alternatives); A needs C through its only node's child,
+    # which the child row already says: only R's pair to C is new (C -> D is a child row).
+    assert pairs == [(0, 3)]
+
+
+def test_a_cycle_does_not_make_a_class_needed() -> None:
+    # A = {a leaf 5 | f(B) 0}; B = {g(A) 0 | b leaf 4}; root R = h(A). A can be built
+    # without B and B without A: neither needs the other.
+    p = make([(0, [], 5), (0, [1], 0), (1, [0], 0), (1, [], 4), (2, [0], 1)], roots=[2])
+    assert needed_pairs(p, [True] * 5) == []
+
+
+def test_lp_relaxation_with_needs_pays_for_what_every_alternative_builds() -> None:
+    s = simplify(HALVES, dominance=False, necessary=False)
+    plain = HighsModel(HALVES, s, relax=True).solve(10)
+    tight = HighsModel(HALVES, s, relax=True, needs=True).solve(10)
+    assert plain.lower_bound == pytest.approx(5.0)
+    assert tight.lower_bound == pytest.approx(10.0)
+
+
+def test_cbc_model_carries_the_need_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    models: list[pulp.LpProblem] = []
+    run = ilp._run
+
+    def keep(lp: pulp.LpProblem, solver: pulp.LpSolver, *a: object, **kw: object) -> None:
+        models.append(lp.deepcopy())
+        run(lp, solver, *a, **kw)
+
+    monkeypatch.setattr(ilp, "_run", keep)
+    out = ilp.solve_ilp(HALVES, solver="cbc", time_limit=10, decompose=False, path_bound=False)
+    assert out.status == "optimal"
+    assert models, "CBC was never called"
+    relaxed = models[0]
+    for v in relaxed.variables():
+        v.cat = pulp.LpContinuous
+    relaxed.solve(pulp.HiGHS(msg=False))
+    assert pulp.value(relaxed.objective) == pytest.approx(1.0)  # 10, scaled by the top cost
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cbc_with_need_rows_finds_the_brute_force_optimum(seed: int) -> None:
+    # Random small acyclic e-graphs: the rows never cut off the optimum.
+    rng = random.Random(seed)
+    nodes: list[tuple[int, list[int], float]] = []
+    classes = rng.randint(4, 7)
+    for c in range(classes):
+        for _ in range(rng.randint(1, 3)):
+            kids = rng.sample(range(c), rng.randint(0, min(2, c))) if c else []
+            nodes.append((c, kids, float(rng.randint(0, 9))))
+    p = make(nodes, roots=[classes - 1])
+    best = brute_force(p)
+    r = extract(p, extractor="ilp", solver="cbc", time_limit=10)
+    assert r.cost == pytest.approx(best)
+
+
+def test_cbc_on_a_cyclic_egraph_reports_the_lp_bound_computed_beside_the_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A = {a leaf 5 | f(B) 0}; B = {g(A) 0 | b leaf 4}; root R = h(A) 1. Optimum 5 (h, f, b);
+    # the LP without acyclicity builds A and B through f and g: 1.
+    import time
+
+    from tensat_py.extract import lns
+
+    p = make([(0, [], 5), (0, [1], 0), (1, [0], 0), (1, [], 4), (2, [0], 1)], roots=[2])
+
+    def slow_search(problem, start, kept, *, time_limit, **kw):  # noqa: ANN001, ANN003, ANN202
+        time.sleep(time_limit)  # the whole budget: no exact ILP, no time left after
+        return lns.LnsOutcome(start, problem.dag_cost(start), 0, 0, time_limit)
+
+    monkeypatch.setattr(lns, "improve", slow_search)
+    out = ilp.solve_ilp(p, solver="cbc", time_limit=2, decompose=False, path_bound=False)
+    assert "no time left for the exact ILP" in out.message
+    assert out.lower_bound == pytest.approx(1.0)
