@@ -377,6 +377,24 @@ def test_the_cbc_late_search_runs_beside_another_extraction_on_a_free_cpu(monkey
     assert "best of search" in out.message and out.stats["search_steps"] > 0
 
 
+def test_the_cbc_late_search_goes_on_after_cbc_stops_without_a_proof(monkeypatch) -> None:
+    from tensat_py.extract import ilp, lns
+
+    p, greedy = late_cbc(monkeypatch)  # CBC: 1 s, then stopped with no answer
+    asked: list[bool] = []
+    improve = lns.improve
+
+    def later(*args, stop, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        time.sleep(1.2)  # CBC has ended by now
+        asked.append(stop(0.0))
+        return improve(*args, stop=stop, **kwargs)
+
+    monkeypatch.setattr(lns, "improve", later)
+    out = ilp.solve_ilp(p, solver="cbc", time_limit=20, warm_start=greedy, decompose=False)
+    assert asked == [False]  # the search was not told to stop
+    assert "best of search" in out.message
+
+
 def test_a_cbc_solve_that_proves_in_time_gets_no_search(monkeypatch) -> None:
     from tensat_py.extract import ilp, lns
 

@@ -879,7 +879,8 @@ def _cbc_beside_search(
     (PuLP has built and written the model) and no more ILP extractions of the process
     (:data:`RUNNING`, this one included) run than it has CPUs, the search
     (:func:`tensat_py.extract.lns.improve` without its whole-e-graph first step, which would
-    be the problem itself) beside it until the solve ends. CBC runs in a process of its own
+    be the problem itself) beside it until the solve ends with a proof, else until the
+    deadline. CBC runs in a process of its own
     and reports nothing while it runs, so the two exchange no answers: the caller keeps the
     cheaper (:func:`_best_of`). Why: on the zoo's k_multi=2 e-graphs of BERT, NasRNN and
     NasNet-A CBC has no answer at all at 10 s (the greedy answer was kept, 5-11 % above
@@ -927,13 +928,20 @@ def _cbc_beside_search(
             simp.keep,
             time_limit=deadline - time.perf_counter(),
             seed=seed,
-            stop=lambda cost: not thread.is_alive(),
+            # CBC stops at 90 % of the time (its model's build is not in its limit): past
+            # that, unless it proved its answer, the search goes on to the deadline.
+            stop=lambda cost: not thread.is_alive() and _proved(done, failed),
             whole_first=False,
         )
     thread.join()
     if failed:
         raise failed[0]
     return done["outcome"], lns
+
+
+def _proved(done: dict[str, IlpOutcome], failed: list[BaseException]) -> bool:
+    """Whether the CBC thread of :func:`_cbc_beside_search` ended with a proof or an error."""
+    return bool(failed) or ("outcome" in done and done["outcome"].status == "optimal")
 
 
 def _cpus() -> int:
