@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -769,17 +770,25 @@ def _solve_cbc(
     origin = (warm or greedy_dag(reduced)) if (cyclic_search or late) else None
     if origin and not all(simp.keep[i] for i in problem.reachable(origin).values()):
         origin = None
-    # On a large problem the LP bound runs beside the search and CBC from the start (HiGHS
-    # releases the GIL while it solves): after them there is rarely time left for it
-    # (tensat_bert: 2.5 s, bound 0.586 instead of the critical path's 0.191; BERT k_multi=2,
-    # 0.7 s, 0.000784 against the optimum 0.000793 instead of 0.0000564).
-    bound_beside = _BoundBeside(problem, simp, deadline) if (cyclic_search or late) else None
+    # Where the search runs, the LP bound runs beside it (HiGHS releases the GIL while it
+    # solves): after the search and CBC there is rarely time left for it (tensat_bert: 2.5 s,
+    # bound 0.586 instead of the critical path's 0.191; BERT k_multi=2, 0.7 s, 0.000784
+    # against the optimum 0.000793 instead of 0.0000564). Not from the start of every large
+    # problem: its model's build (Python) slowed PuLP's, and most such problems CBC proves.
+    bound_beside: list[_BoundBeside] = []
+
+    def bound_now() -> None:
+        if not bound_beside:
+            bound_beside.append(_BoundBeside(problem, simp, deadline))
+
     if cyclic_search and origin:
+        bound_now()
         lns = improve(problem, origin, simp.keep, time_limit=0.95 * time_limit, seed=seed)
     exact_start = lns.choices if (lns is not None and warm) else warm
     remaining = deadline - time.perf_counter()
     cbc_start = CBC_START_SECONDS_PER_NODE * sum(simp.keep)
     if late and origin and cbc_start > CBC_START_SHARE * remaining:
+        bound_now()
         lns = improve(
             problem, origin, simp.keep, time_limit=remaining, seed=seed, whole_first=False
         )
@@ -803,6 +812,7 @@ def _solve_cbc(
             cycle_constraints=cycle_constraints,
             order_vars=order_vars,
             seed=seed,
+            on_search=bound_now,
         )
         outcome = _best_of(problem, outcome, lns)
     elif lns is not None and remaining < 0.5 * time_limit:
@@ -826,7 +836,7 @@ def _solve_cbc(
         outcome.lower_bound = problem.dag_cost(outcome.choices)
     elif outcome.choices is not None:
         outcome.lower_bound = (
-            bound_beside.value() if bound_beside is not None else _lp_bound(problem, simp, deadline)
+            bound_beside[0].value() if bound_beside else _lp_bound(problem, simp, deadline)
         )
         if _met(problem.dag_cost(outcome.choices), outcome.lower_bound):
             outcome.status = "optimal"
@@ -872,6 +882,7 @@ def _cbc_beside_search(
     cycle_constraints: str,
     order_vars: str,
     seed: int,
+    on_search: Callable[[], None] | None = None,
 ) -> tuple[IlpOutcome, LnsOutcome | None]:
     """Runs the CBC solve of a large acyclic problem (``reduced``: the simplified e-graph,
     from the MIP start ``start``) in a thread and, once it has used
@@ -880,7 +891,7 @@ def _cbc_beside_search(
     (:data:`RUNNING`, this one included) run than it has CPUs, the search
     (:func:`tensat_py.extract.lns.improve` without its whole-e-graph first step, which would
     be the problem itself) beside it until the solve ends with a proof, else until the
-    deadline. CBC runs in a process of its own
+    deadline; ``on_search`` is called as the search starts. CBC runs in a process of its own
     and reports nothing while it runs, so the two exchange no answers: the caller keeps the
     cheaper (:func:`_best_of`). Why: on the zoo's k_multi=2 e-graphs of BERT, NasRNN and
     NasNet-A CBC has no answer at all at 10 s (the greedy answer was kept, 5-11 % above
@@ -922,6 +933,8 @@ def _cbc_beside_search(
         thread.join(0.05)
     lns = None
     if thread.is_alive():
+        if on_search is not None:
+            on_search()
         lns = improve(
             problem,
             start,
