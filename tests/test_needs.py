@@ -125,3 +125,29 @@ def test_cbc_on_a_cyclic_egraph_reports_the_lp_bound_computed_beside_the_search(
     out = ilp.solve_ilp(p, solver="cbc", time_limit=2, decompose=False, path_bound=False)
     assert "no time left for the exact ILP" in out.message
     assert out.lower_bound == pytest.approx(1.0)
+
+
+def test_a_cbc_extraction_ends_its_lp_bound_thread_before_returning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A thread left inside HiGHS when the interpreter exits aborts the process. Here CBC
+    # proves the cyclic e-graph while the bound (made slow) is still being computed.
+    import threading
+
+    from tensat_py.extract import lns
+
+    p = make([(0, [], 5), (0, [1], 0), (1, [0], 0), (1, [], 4), (2, [0], 1)], roots=[2])
+
+    def slow_bound(problem, simp, deadline, stop=None):  # noqa: ANN001, ANN202
+        assert stop is not None
+        stop.wait(5.0)
+        return 0.0
+
+    def quick_search(problem, start, kept, *, time_limit, **kw):  # noqa: ANN001, ANN003, ANN202
+        return lns.LnsOutcome(start, problem.dag_cost(start), 0, 0, 0.0)
+
+    monkeypatch.setattr(ilp, "_lp_bound", slow_bound)
+    monkeypatch.setattr(lns, "improve", quick_search)
+    out = ilp.solve_ilp(p, solver="cbc", time_limit=10, decompose=False, path_bound=False)
+    assert out.status == "optimal"
+    assert not [t for t in threading.enumerate() if t.name == "tensat-lp-bound"]

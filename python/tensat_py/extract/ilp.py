@@ -108,6 +108,10 @@ def prune(problem: ExtractionProblem) -> list[bool]:
     )
 
 
+#: Extra CBC command-line options (each passed as ``-option``).
+CBC_OPTIONS = ["heur off"]
+
+
 def _solver(solver: str, time_limit: float, warm_start: bool) -> pulp.LpSolver:
     limit = max(1.0, time_limit)
     if solver == "cbc":
@@ -115,7 +119,12 @@ def _solver(solver: str, time_limit: float, warm_start: bool) -> pulp.LpSolver:
             # PuLP 3.3 deprecates the bundled CBC in favour of a system one (COIN_CMD); the
             # bundled binary is the one that is always there.
             warnings.simplefilter("ignore", DeprecationWarning)
-            return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, warmStart=warm_start)
+            # CBC's primal heuristics off: the model always has a start (the greedy DAG or
+            # the search's answer), and without them CBC proves the zoo's k_multi=2 pieces
+            # 1.4-3.5x sooner (BERT's 12,285 kept nodes: 9.1 -> 4.7 s; docs/extraction.md).
+            return pulp.PULP_CBC_CMD(
+                msg=False, timeLimit=limit, warmStart=warm_start, options=CBC_OPTIONS
+            )
     if solver == "highs":
         # PuLP's highspy interface takes no initial solution: no warm start for HiGHS.
         return pulp.HiGHS(msg=False, timeLimit=limit)
@@ -840,6 +849,8 @@ def _solve_cbc(
         )
         if _met(problem.dag_cost(outcome.choices), outcome.lower_bound):
             outcome.status = "optimal"
+    for b in bound_beside:  # not needed after all (a proof, no answer): ended, not left running
+        b.stop()
     return outcome
 
 
@@ -994,38 +1005,62 @@ def _cbc_or_stopped(
 
 
 class _BoundBeside:
-    """:func:`_lp_bound` computed in a thread of its own, started now."""
+    """:func:`_lp_bound` computed in a thread of its own, started now. Whoever starts one
+    must end it (:meth:`value` or :meth:`stop`) before returning: a daemon thread still
+    inside HiGHS when the interpreter exits aborts the process ("terminate called without
+    an active exception", seen after a NasRNN k_multi=2 extraction whose pieces CBC proved
+    while their bounds were being computed)."""
 
     def __init__(self, problem: ExtractionProblem, simp: Simplified, deadline: float) -> None:
         self._bound = 0.0
+        self._stop = threading.Event()
+        # Not a daemon: should an error skip stop(), the interpreter waits for it at exit
+        # (at most until the deadline) instead of killing it inside HiGHS.
         self._thread = threading.Thread(
-            target=self._run, args=(problem, simp, deadline), daemon=True
+            target=self._run, args=(problem, simp, deadline), name="tensat-lp-bound"
         )
         self._thread.start()
 
     def _run(self, problem: ExtractionProblem, simp: Simplified, deadline: float) -> None:
-        self._bound = _lp_bound(problem, simp, deadline)
+        self._bound = _lp_bound(problem, simp, deadline, self._stop)
 
     def value(self) -> float:
         """The bound (waits for the thread; 0.0 if it did not finish by its deadline)."""
         self._thread.join()
         return self._bound
 
+    def stop(self) -> None:
+        """Interrupts the LP (HiGHS's simplex interrupt callback) and waits for the thread."""
+        self._stop.set()
+        self._thread.join()
 
-def _lp_bound(problem: ExtractionProblem, simp: Simplified, deadline: float) -> float:
-    """The LP relaxation's optimum (need rows, no acyclicity constraints): a lower bound on every
-    extraction, in the problem's cost unit; 0.0 when HiGHS does not finish by ``deadline``,
-    or when less than half a second is left (building the relaxation of a 50,000-node
-    e-graph takes 0.25-0.3 s, solving it 6-10 s: the bound must not extend the extraction
-    past its time limit)."""
+
+def _lp_bound(
+    problem: ExtractionProblem,
+    simp: Simplified,
+    deadline: float,
+    stop: threading.Event | None = None,
+) -> float:
+    """The LP relaxation's optimum (need rows, no acyclicity constraints): a lower bound on
+    every extraction, in the problem's cost unit; 0.0 when HiGHS does not finish by
+    ``deadline`` or ``stop`` is set first, or when less than half a second is left (building
+    the relaxation of a 50,000-node e-graph takes 0.25-0.3 s, solving it 6-10 s: the bound
+    must not extend the extraction past its time limit)."""
     from tensat_py.extract.highs import HighsModel
 
     if deadline - time.perf_counter() < 0.5:
         return 0.0
     model = HighsModel(problem, simp, relax=True, needs=True)
     left = deadline - time.perf_counter()
-    if left <= 0.0:
+    if left <= 0.0 or (stop is not None and stop.is_set()):
         return 0.0
+    if stop is not None:
+
+        def check(event: object) -> None:
+            if stop.is_set():
+                event.interrupt()  # type: ignore[attr-defined]
+
+        model.h.cbSimplexInterrupt.subscribe(check)
     s = model.solve(left)
     return s.lower_bound if s.optimal and math.isfinite(s.lower_bound) else 0.0
 
