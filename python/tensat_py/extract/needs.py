@@ -21,6 +21,7 @@ transitivity.
 from __future__ import annotations
 
 from tensat_py.egraph import ExtractionProblem
+from tensat_py.extract.decompose import _postorder
 from tensat_py.extract.simplify import need_fixpoint
 
 __all__ = ["needed_pairs"]
@@ -64,7 +65,8 @@ def needed_pairs(problem: ExtractionProblem, keep: list[bool]) -> list[tuple[int
             options.setdefault(problem.node_eclass[i], []).append(
                 sorted(set(problem.node_children[i]))
             )
-    order = _postorder(options)
+    # Children before parents where the class graph allows (a cycle is entered once).
+    order = _postorder(list(options), lambda c: (e for kids in options[c] for e in kids))
     bit = {c: 1 << k for k, c in enumerate(order)}
     full = (1 << len(order)) - 1
     need = dict.fromkeys(order, full)
@@ -90,26 +92,3 @@ def needed_pairs(problem: ExtractionProblem, keep: list[bool]) -> list[tuple[int
             rest ^= low
     pairs.sort()
     return pairs
-
-
-def _postorder(options: dict[int, list[list[int]]]) -> list[int]:
-    """The classes of ``options``, children before parents where the class graph allows
-    (iterative depth-first search; a cycle is entered once)."""
-    order: list[int] = []
-    seen: set[int] = set()
-    for top in options:
-        if top in seen:
-            continue
-        seen.add(top)
-        stack = [(top, iter([e for kids in options[top] for e in kids]))]
-        while stack:
-            c, kids = stack[-1]
-            for e in kids:
-                if e not in seen and e in options:
-                    seen.add(e)
-                    stack.append((e, iter([f for k in options[e] for f in k])))
-                    break
-            else:
-                stack.pop()
-                order.append(c)
-    return order
