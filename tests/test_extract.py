@@ -96,7 +96,7 @@ def test_a_failing_cbc_falls_back_and_leaves_no_files_behind(
 
 @pytest.fixture
 def slow_cbc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A "CBC" that ignores its time limit (as CBC does while it processes a MIP start)."""
+    """A "CBC" that ignores its time limit (as CBC 2.10 did while it processed a MIP start)."""
     import pulp
 
     slow = tmp_path / "slow-cbc"
@@ -132,7 +132,7 @@ def test_a_cbc_started_after_the_deadline_is_stopped_too() -> None:
 
     t0 = time.perf_counter()
     with pytest.raises(SolverStopped, match="stopped at the time limit"):
-        _run(tiny_lp(), _solver("cbc", 30.0, False), deadline=time.perf_counter() - 1.0)
+        _run(tiny_lp(), _solver("cbc", 30.0), deadline=time.perf_counter() - 1.0)
     assert time.perf_counter() - t0 < 8
 
 
@@ -324,7 +324,7 @@ def test_a_cbc_run_says_when_its_process_has_started() -> None:
 
     def run() -> None:
         try:
-            _run(lp, _solver("cbc", 30.0, False), deadline=time.perf_counter() + 4, started=started)
+            _run(lp, _solver("cbc", 30.0), deadline=time.perf_counter() + 4, started=started)
         except SolverStopped as e:
             errors.append(e)
 
@@ -351,3 +351,84 @@ def test_the_ilp_keeps_time_back_for_reading_its_answer(monkeypatch) -> None:
     monkeypatch.setattr(extraction, "FINISH_SECONDS_PER_NODE", 0.1)
     extraction.extract(SHARED, solver="highs", time_limit=5.0, path_bound=False)
     assert given and given[0] <= 5.0 - 0.1 * SHARED.num_nodes
+
+
+# SHARED's optimum: X shared by a1 and b1 (3 + 1 + 1 + 0).
+SHARED_OPTIMUM = {0: 0, 1: 1, 2: 3, 3: 5}
+
+
+def solve_cbc(start: dict[int, int]):  # noqa: ANN201
+    from tensat_py.extract.ilp import _solve_exact
+
+    return _solve_exact(
+        SHARED,
+        solver="cbc",
+        time_limit=10,
+        cycle_constraints="lazy",
+        order_vars="real",
+        warm_start=start,
+    )
+
+
+def test_cbc_searches_below_the_start_cost_and_finds_the_optimum() -> None:
+    greedy = extract(SHARED, extractor="greedy-dag").choices
+    r = solve_cbc(greedy)
+    assert r.status == "optimal" and SHARED.dag_cost(r.choices) == 5, r
+
+
+def test_cbc_proving_nothing_under_the_cutoff_returns_the_start_as_optimal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tensat_py.extract import ilp
+
+    # The cutoff a hair below the optimal start: CBC must prove that nothing is cheaper.
+    monkeypatch.setattr(ilp, "CUTOFF_SLACK", -1e-6)
+    r = solve_cbc(SHARED_OPTIMUM)
+    assert r.status == "optimal" and "none cheaper exists" in r.message, r
+    assert r.choices == SHARED_OPTIMUM
+
+
+PREPROCESSING_SAYS_INFEASIBLE = (
+    "seconds was changed from 1e+100 to {limit}\n"
+    "Cgl0000I Cut generators found to be infeasible! (or unbounded)\n"
+    "Pre-processing says infeasible or unbounded\n"
+    "Total time (CPU seconds):       1.22   (Wallclock seconds):       1.33\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("log", "solution", "status"),
+    [
+        # CBC 2.10.3 when its time limit strikes in preprocessing: "infeasible", no proof.
+        (
+            PREPROCESSING_SAYS_INFEASIBLE.format(limit=1),
+            "Integer infeasible - objective 1",
+            "feasible",
+        ),
+        # The same well before the limit: a proof.
+        (
+            PREPROCESSING_SAYS_INFEASIBLE.format(limit=9.5),
+            "Integer infeasible - objective 1",
+            "optimal",
+        ),
+        ("Result - Stopped on time limit\n", "Stopped on time (no integer solution)", "feasible"),
+        ("Result - Problem proven infeasible\n", "Infeasible - objective value 1.0", "optimal"),
+        ("Problem is infeasible - 0.00 seconds\n", "Infeasible - objective value 1.0", "optimal"),
+    ],
+)
+def test_cbc_without_an_answer_under_the_cutoff_keeps_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: str, solution: str, status: str
+) -> None:
+    import pulp
+
+    fake = tmp_path / "fake-cbc"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'while [ $# -gt 0 ]; do [ "$1" = -solution ] && out="$2"; shift; done\n'
+        f"echo '{solution}' > \"$out\"\nprintf '{log}'\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(pulp.PULP_CBC_CMD, "pulp_cbc_path", str(fake))
+    greedy = extract(SHARED, extractor="greedy-dag").choices
+    r = solve_cbc(greedy)
+    assert r.status == status and r.choices == SHARED.reachable(greedy), r

@@ -284,8 +284,8 @@ def _result(
 def _solver_failure(solver: str, error: BaseException) -> str:
     """One line saying the ILP solver failed and why, without PuLP's advice to its own
     users (``use msg=True``) and the binary's path: PuLP says only that the CBC process
-    exited with an error (it segfaults, for one, when its time limit falls inside the
-    processing of a MIP start on a large model), or that it was stopped at the time limit."""
+    exited with an error (CBC 2.10 segfaulted, for one, when its time limit fell inside
+    the processing of a MIP start on a large model), or that it was stopped at the time limit."""
     from tensat_py.extract.ilp import SolverStopped
 
     hint = "; solver='highs' may solve it" if solver == "cbc" else ""

@@ -20,7 +20,7 @@ paper's topological order variables (``"order"``: ``t_g(i) - t_c - eps + A (1 - 
 for every node ``i`` and child class ``c`` in the same strongly connected component), or not
 at all (``"none"``: a cyclic answer falls back to greedy).
 
-The greedy DAG choice is the warm start (CBC) and the floor: the result is never costlier.
+The greedy DAG choice is the start (CBC's cutoff) and the floor: the result is never costlier.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -111,20 +112,24 @@ def prune(problem: ExtractionProblem) -> list[bool]:
 #: Extra CBC command-line options (each passed as ``-option``).
 CBC_OPTIONS = ["heur off"]
 
+#: Relative slack of CBC's cutoff above the start's cost (the start itself must stay inside).
+CUTOFF_SLACK = 1e-9
 
-def _solver(solver: str, time_limit: float, warm_start: bool) -> pulp.LpSolver:
+
+def _solver(solver: str, time_limit: float, cutoff: float | None = None) -> pulp.LpSolver:
     limit = max(1.0, time_limit)
     if solver == "cbc":
         with warnings.catch_warnings():
             # PuLP 3.3 deprecates the bundled CBC in favour of a system one (COIN_CMD); the
             # bundled binary is the one that is always there.
             warnings.simplefilter("ignore", DeprecationWarning)
-            # CBC's primal heuristics off: the model always has a start (the greedy DAG or
-            # the search's answer), and without them CBC proves the zoo's k_multi=2 pieces
-            # 1.4-3.5x sooner (BERT's 12,285 kept nodes: 9.1 -> 4.7 s; docs/extraction.md).
-            return pulp.PULP_CBC_CMD(
-                msg=False, timeLimit=limit, warmStart=warm_start, options=CBC_OPTIONS
-            )
+            # CBC's primal heuristics off: the start's cost is CBC's cutoff (_solve_exact),
+            # and without them CBC proves the zoo's k_multi=2 pieces 1.4-3.5x sooner
+            # (BERT's 12,285 kept nodes: 9.1 -> 4.7 s; docs/extraction.md).
+            options = list(CBC_OPTIONS)
+            if cutoff is not None:
+                options.append(f"cutoff {cutoff!r}")
+            return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, options=options)
     if solver == "highs":
         # PuLP's highspy interface takes no initial solution: no warm start for HiGHS.
         return pulp.HiGHS(msg=False, timeLimit=limit)
@@ -140,18 +145,18 @@ def _run(
     solver: pulp.LpSolver,
     deadline: float | None = None,
     started: threading.Event | None = None,
-) -> None:
-    """Solves ``lp`` with ``solver``; a command-line solver (CBC) writes its model, warm
-    start and solution files into a private temporary folder that is removed whatever
-    happens. PuLP deletes them only after a successful run, so a CBC that exits with an
-    error (``pulp.PulpSolverError``, raised on) would leave them (13 MB for NasRNN) in /tmp.
+) -> str:
+    """Solves ``lp`` with ``solver`` and returns CBC's log ("" for a solver that is not a
+    command). A command-line solver (CBC) writes its model, log and solution files into a
+    private temporary folder that is removed whatever happens. PuLP deletes them only after
+    a successful run, so a CBC that exits with an error (``pulp.PulpSolverError``, raised on)
+    would leave them (13 MB for NasRNN) in /tmp.
 
     With a ``deadline`` (``time.perf_counter()`` seconds), a CBC process still running then
     is stopped and :class:`SolverStopped` raised: CBC's own limit does not cover PuLP's
-    writing of the model, and CBC does not look at it while it processes a MIP start (46k
-    variables: 21 s of a 10 s budget, bench/extract_bench.md). ``started`` is set once the
-    CBC process runs (PuLP has written the model; Linux's /proc is polled every 50 ms) or
-    the solve has returned.
+    writing of the model (46k variables: 21 s of a 10 s budget when CBC also processed a MIP
+    start, bench/extract_bench.md). ``started`` is set once the CBC process runs (PuLP has
+    written the model; Linux's /proc is polled every 50 ms) or the solve has returned.
 
     Raises:
         SolverStopped: the process was stopped at the deadline.
@@ -161,9 +166,11 @@ def _run(
         if started is not None:
             started.set()
         lp.solve(solver)
-        return
+        return ""
     with tempfile.TemporaryDirectory(prefix="tensat-cbc-") as folder:
         solver.tmpDir = folder
+        log_path = os.path.join(folder, "cbc.log")
+        solver.optionsDict["logPath"] = log_path
         stopped: list[int] = []
         finished = threading.Event()
 
@@ -188,7 +195,8 @@ def _run(
             watchdog.start()
         try:
             lp.solve(solver)
-            return
+            with open(log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
         except pulp.PulpSolverError as e:
             failure = e
         finally:
@@ -351,7 +359,7 @@ def solve_ilp(
         time_limit: wall-clock budget in seconds for everything.
         cycle_constraints: ``"lazy"``, ``"order"`` or ``"none"``.
         order_vars: as in :func:`_solve_exact`.
-        warm_start: an acyclic choice to start from (the incumbent and MIP start).
+        warm_start: an acyclic choice to start from (the incumbent; CBC's cutoff).
         search: run the search on cyclic e-graphs (``"lazy"`` mode only): beside the first
             exact round (HiGHS) or before the exact ILP (CBC); and, with HiGHS, beside a
             slow solve of a large acyclic one (above).
@@ -376,7 +384,7 @@ def solve_ilp(
         )
     if order_vars not in ("real", "int"):
         raise ValueError(f"unknown order_vars {order_vars!r} (expected 'real' or 'int')")
-    _solver(solver, 1.0, False)  # validates the name
+    _solver(solver, 1.0)  # validates the name
     from tensat_py.extract.simplify import simplify
 
     start = time.perf_counter()
@@ -896,7 +904,7 @@ def _cbc_beside_search(
     on_search: Callable[[], None] | None = None,
 ) -> tuple[IlpOutcome, LnsOutcome | None]:
     """Runs the CBC solve of a large acyclic problem (``reduced``: the simplified e-graph,
-    from the MIP start ``start``) in a thread and, once it has used
+    from the start ``start``, its cutoff) in a thread and, once it has used
     :data:`LATE_SEARCH_SHARE` of the time left without finishing, the CBC process runs
     (PuLP has built and written the model) and no more ILP extractions of the process
     (:data:`RUNNING`, this one included) run than it has CPUs, the search
@@ -1084,7 +1092,8 @@ def _solve_exact(
         cycle_constraints: ``"lazy"``, ``"order"`` or ``"none"``.
         order_vars: ``"real"`` (``t`` in [0, 1], eps = 1/M, A = 2) or ``"int"`` (integer
             ``t`` in [0, M-1], eps = 1, A = M), M = size of the largest cyclic component.
-        warm_start: an acyclic choice to start from (CBC only), e.g. the greedy DAG.
+        warm_start: an acyclic choice whose cost is CBC's cutoff (CBC only; the answer
+            when CBC finds nothing cheaper), e.g. the greedy DAG.
         started: set once the first solver process runs (CBC; see :func:`_run`).
 
     Returns:
@@ -1106,7 +1115,8 @@ def _solve_exact(
     x = {i: lp.add_variable(f"x{i}", 0, 1, cat=pulp.LpBinary) for i in range(n) if kept[i]}
     # Objective scaled so the costliest node costs 1: with costs in seconds (1e-6..1e-3)
     # CBC's absolute tolerances swallow the differences; it then took a MIP start for
-    # optimal when a 40% cheaper answer existed, and never closed its gap on NasRNN.
+    # optimal when a 40% cheaper answer existed, and never closed its gap on NasRNN (a
+    # cutoff at the start's cost has the same tolerances).
     top = max((problem.node_cost[i] for i in x), default=0.0)
     scale = 1.0 / top if top > 0 else 1.0
     lp.setObjective(
@@ -1182,15 +1192,19 @@ def _solve_exact(
                 k = cidx[c]
                 if comp[k] == comp[g] and sizes[comp[g]] > 1:
                     lp += t[g] - t[k] - eps + big * (1 - v) >= 0, f"order_{i}_{c}"
-        if warm_start:
-            _warm_order(problem, warm_start, t, cidx, comp, m, order_vars)
 
-    if warm_start:
-        chosen = set(warm_start.values())
-        for i, v in x.items():
-            v.setInitialValue(1 if i in chosen else 0)
-        for c, nodes in by_class.items():
-            y[c].setInitialValue(1 if chosen.intersection(nodes) else 0)
+    # CBC gets the start's cost as its cutoff, not the start itself: only answers cheaper
+    # than the start are searched for, its preprocessing drops what cannot be in one (BERT
+    # k_multi=2: 4,770 rows left instead of 12,559), and the 2.4 s it spent completing a
+    # MIP start there ("Reduced search") are saved (docs/extraction.md). When CBC proves
+    # that no cheaper answer exists, the start is optimal.
+    start_choice = problem.reachable(warm_start) if warm_start and solver == "cbc" else {}
+    cutoff = None
+    if start_choice and all(i in x for i in start_choice.values()):
+        start_cost = problem.dag_cost(start_choice)
+        if math.isfinite(start_cost):
+            # The relative slack keeps the start's own value inside the cutoff.
+            cutoff = start_cost * scale * (1 + CUTOFF_SLACK)
 
     last_status = "no solve"
     build = time.perf_counter() - start
@@ -1208,9 +1222,9 @@ def _solve_exact(
                 solve_seconds=solve_s,
             )
         t_solve = time.perf_counter()
-        _run(
+        log = _run(
             lp,
-            _solver(solver, remaining, bool(warm_start) and solver == "cbc"),
+            _solver(solver, remaining, cutoff),
             deadline=start + time_limit,
             started=started if rounds == 0 else None,
         )
@@ -1218,6 +1232,22 @@ def _solve_exact(
         rounds += 1
         sol = lp.sol_status
         last_status = pulp.LpSolution.get(sol, str(sol))
+        if cutoff is not None and sol not in (
+            pulp.LpSolutionOptimal,
+            pulp.LpSolutionIntegerFeasible,
+        ):
+            proved = _proved_infeasible(log)
+            how = "none cheaper exists" if proved else f"none cheaper found: {last_status}"
+            return IlpOutcome(
+                dict(start_choice),
+                "optimal" if proved else "feasible",
+                f"{'optimal' if proved else 'feasible'} after {rounds} solve(s), {cuts} cycle "
+                f"cut(s), {solver} (the start; {how})",
+                rounds,
+                cuts,
+                build_seconds=build,
+                solve_seconds=solve_s,
+            )
         if sol not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
             return IlpOutcome(None, "none", f"solver: {last_status}", rounds, cuts)
         values = {i: v.value() for i, v in x.items()}
@@ -1246,13 +1276,7 @@ def _solve_exact(
             cuts += 1
             for k, con in enumerate(_exit_cuts(problem, by_class, x, cyc)):
                 lp += con, f"exit_{cuts}_{k}"
-        # Keep the warm start (acyclic, so it satisfies every cut) for the next round.
-        if warm_start:
-            chosen = set(warm_start.values())
-            for i, v in x.items():
-                v.setInitialValue(1 if i in chosen else 0)
-            for c, nodes in by_class.items():
-                y[c].setInitialValue(1 if chosen.intersection(nodes) else 0)
+        # The start (acyclic) satisfies every cut: its cutoff stays valid for the next round.
 
 
 _EQ, _LE = pulp.LpConstraintEQ, pulp.LpConstraintLE
@@ -1306,35 +1330,20 @@ def _exit_cuts(
     return [pulp.lpSum(exits) >= pulp.lpSum(x[i] for i in by_class[a]) for a in cycle]
 
 
-def _warm_order(
-    problem: ExtractionProblem,
-    warm: dict[int, int],
-    t: dict[int, pulp.LpVariable],
-    cidx: dict[int, int],
-    comp: list[int],
-    m: int,
-    order_vars: str,
-) -> None:
-    """Initial order values consistent with the acyclic warm choice: the height of each
-    chosen class above its descendants in the same component (at most ``m - 1``)."""
-    height: dict[int, int] = {}
-    for root in warm:
-        stack = [(root, False)]
-        while stack:
-            d, done = stack.pop()
-            if d in height:
-                continue
-            kids = [
-                k
-                for k in set(problem.node_children[warm[d]])
-                if k in cidx and d in cidx and comp[cidx[k]] == comp[cidx[d]]
-            ]
-            if done:
-                height[d] = 1 + max((height[k] for k in kids), default=-1)
-            else:
-                stack.append((d, True))
-                stack.extend((k, False) for k in kids if k not in height)
-    for c, k in cidx.items():
-        if k in t:
-            val = min(height.get(c, 0), m - 1)
-            t[k].setInitialValue(val / m if order_vars == "real" else val)
+def _proved_infeasible(log: str) -> bool:
+    """Whether CBC's ``log`` says that the model has no solution (under the cutoff: no answer
+    cheaper than the start) and proves it: "Problem is infeasible" (the LP relaxation),
+    "Result - Problem proven infeasible" (the search), or "Pre-processing says infeasible"
+    in a run that ended before its time limit. CBC 2.10.3 says the last also when its time
+    limit strikes during preprocessing (BERT k_multi=2 with ``-sec 1`` and a cutoff above
+    the optimum: "Cut generators found to be infeasible!" after 1.33 s), and that is no
+    proof."""
+    if "Result - Problem proven infeasible" in log or re.search(
+        r"^Problem is infeasible", log, re.M
+    ):
+        return True
+    if "Pre-processing says infeasible" not in log:
+        return False
+    limit = re.findall(r"seconds was changed from \S+ to ([0-9.eE+-]+)", log)
+    took = re.findall(r"Wallclock seconds\):\s*([0-9.eE+-]+)", log)
+    return bool(limit and took) and float(took[-1]) < 0.9 * float(limit[-1])
