@@ -147,7 +147,7 @@ def test_a_signature_with_a_scalar_operand_parses_back():
     # A scalar operand (shape ()) is a tensor, not a pair: training used to stop on one.
     from tensat_py.cost.learned import context_of
 
-    ctx = make_context("ewadd", {}, [(), (2, 3)], (2, 3))
+    ctx = make_context("sub", {}, [(), (2, 3)], (2, 3))  # not commuted: order kept
     back = context_of(signature(ctx))
     assert back.inputs[0] == TensorType((), "float32")
     assert back.output == TensorType((2, 3), "float32")

@@ -438,3 +438,66 @@ def test_nothing_fuses_into_a_convolution_that_several_nodes_read(tmp_path, read
     ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     adds = [n for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node if n.op_type == "Add"]
     assert len(adds) == (0 if readers == 1 else readers)
+
+
+def _binary(op, a, b, flags):
+    from tensat_py.cost.base import CostContext
+
+    out = a if len(a.shape) >= len(b.shape) else b
+    return CostContext(op=op, params={}, inputs=[a, b], output=out, operand_constant=flags)
+
+
+X = TensorType((1, 128, 1024), "float32")
+S = TensorType((), "float32")
+
+
+def test_commuted_and_same_kernel_applications_have_one_signature():
+    assert signature(_binary("mul", X, S, (False, True))) == signature(
+        _binary("mul", S, X, (True, False))
+    )
+    assert signature(_binary("ewadd", X, X, (False, False))) == signature(
+        _binary("add", X, X, (False, False))
+    )
+    # not commutative; and the constant flag stays with its operand
+    assert signature(_binary("sub", X, S, (False, True))) != signature(
+        _binary("sub", S, X, (True, False))
+    )
+    assert signature(_binary("mul", X, S, (False, True))) != signature(
+        _binary("mul", S, X, (False, True))
+    )
+
+
+class _OrderSensitive:
+    """A backend whose figures depend on operand order, as timing noise made them: a
+    scalar first is "faster". Records what it was asked to run."""
+
+    name = "order-sensitive"
+
+    def __init__(self):
+        self.asked = []
+
+    def info(self):
+        return {"backend": self.name}
+
+    def measure(self, ctx):
+        from tensat_py.cost.profile import Measurement
+
+        self.asked.append((ctx.op, [tuple(t.shape) for t in ctx.inputs]))
+        t = 1e-6 if ctx.inputs[0].shape == () else 1e-5
+        return Measurement(t, 0.0, 1, t)
+
+
+def test_the_extraction_gains_nothing_from_commuting_a_noisy_measurement(cache):
+    import tensat_py
+    from tensat_py.graph import Graph
+
+    g = Graph()
+    x = g.add_input("x", X.shape, "float32")
+    s = g.add_weight("s", (), "float32")
+    g.outputs = [g.add_node("relu", {}, [g.add_node("mul", {}, [x, s])])]
+    backend = _OrderSensitive()
+    model = ProfileCostModel("cpu", backend=backend)
+    r = tensat_py.optimize(g, cost_model=model, rules="tensor", verify=False, time_limit=10)
+    assert r.cost_after == r.cost_before, r.stats
+    muls = [shapes for op, shapes in backend.asked if op == "mul"]
+    assert len(muls) == 1, backend.asked

@@ -55,6 +55,7 @@ from tensat_py.cost.profile import (
     OVERHEAD_SIGNATURE,
     OrtBackend,
     cached_bandwidth,
+    canonical,
     cupy_backend,
     figure,
     fingerprint,
@@ -140,6 +141,7 @@ def features(ctx: ops.OpContext) -> list[float]:
     Raises:
         ValueError: the operator is unknown or declares no cost.
     """
+    ctx = canonical(ctx)  # commuted and same-kernel applications: one feature vector
     d = opdef(ctx.op, "learned")
     flops, nbytes = d.cost(ctx)
     if ctx.op in ORT_KERNELS and not nbytes:  # a view in the language, a copy on onnxruntime
