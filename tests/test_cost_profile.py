@@ -501,3 +501,16 @@ def test_the_extraction_gains_nothing_from_commuting_a_noisy_measurement(cache):
     assert r.cost_after == r.cost_before, r.stats
     muls = [shapes for op, shapes in backend.asked if op == "mul"]
     assert len(muls) == 1, backend.asked
+
+
+def test_missing_lists_exactly_what_pricing_then_measures(cache):
+    # `tensat profile` reports len(missing) as its new measurements: a convolution with its
+    # activation is measured as the plain convolution, never as itself.
+    conv = next(c for c in graph_contexts(_twin_convs()) if c.op == "conv2d")
+    ctxs = [conv, dataclasses.replace(conv, params={**conv.params, "act": 2})]
+    m = ProfileCostModel("cpu")
+    m.overhead()  # the calibration is not an operator
+    todo = m.missing(ctxs)
+    m.costs(ctxs)
+    assert len(todo) == m.measured == 1
+    assert m.missing(ctxs) == []

@@ -1078,7 +1078,12 @@ class ProfileCostModel(ColdWeights, OpCostModel):
     def missing(self, ctxs: Sequence[ops.OpContext]) -> list[ops.OpContext]:
         """The distinct priced contexts among ``ctxs`` not yet in the cache (the first
         context of each signature, as :meth:`costs` measures it: a graph's own context,
-        which carries an opaque operator's payload, before an e-graph's)."""
+        which carries an opaque operator's payload, before an e-graph's). With fusion on,
+        these are the kernels :meth:`costs` measures (:func:`ort_kernels`: a convolution
+        with its bias or activation is measured as the plain convolution), not the fused
+        applications themselves, which it never measures."""
+        if self.fusion:
+            ctxs = ort_kernels(ctxs)[0]
         sigs: dict[str, ops.OpContext] = {}
         for c in ctxs:
             if self._priced(c):
