@@ -432,3 +432,25 @@ def test_cbc_without_an_answer_under_the_cutoff_keeps_the_start(
     greedy = extract(SHARED, extractor="greedy-dag").choices
     r = solve_cbc(greedy)
     assert r.status == status and r.choices == SHARED.reachable(greedy), r
+
+
+def test_a_start_outside_the_model_sets_no_cutoff() -> None:
+    # a1 forbidden: the start that uses it is no answer here, and its cost (5) is below
+    # the restricted optimum (a2 + b2 = 6); as a cutoff it would make CBC find nothing.
+    from tensat_py.extract.ilp import _solve_exact
+
+    restricted = make(
+        [(0, [], 3), (1, [0], 1), (1, [], 3), (2, [0], 1), (2, [], 3), (3, [1, 2], 0)],
+        roots=[3],
+        forbidden={1},
+    )
+    r = _solve_exact(
+        restricted,
+        solver="cbc",
+        time_limit=10,
+        cycle_constraints="lazy",
+        order_vars="real",
+        warm_start=SHARED_OPTIMUM,
+    )
+    assert r.status == "optimal" and restricted.dag_cost(r.choices) == 6, r
+    assert 1 not in r.choices.values()
