@@ -117,7 +117,8 @@ def extract(
             found and re-solve), ``"order"`` (the paper's topological order variables) or
             ``"none"`` (cyclic answers fall back to greedy).
         order_vars: ``"real"`` or ``"int"`` order variables for ``"order"``.
-        warm_start: start CBC from the greedy DAG solution.
+        warm_start: give CBC the greedy DAG answer as its start: its cost is the cutoff, and
+            the answer when CBC finds nothing cheaper (docs/extraction.md).
         search: on e-graphs with class cycles (``"lazy"`` mode), improve the start by
             exact ILPs over acyclic restrictions (HiGHS; see :mod:`tensat_py.extract.lns`),
             beside the first exact round (``solver="highs"``) or before the exact ILP
