@@ -454,3 +454,34 @@ def test_a_start_outside_the_model_sets_no_cutoff() -> None:
     )
     assert r.status == "optimal" and restricted.dag_cost(r.choices) == 6, r
     assert 1 not in r.choices.values()
+
+
+def test_cbc_stopped_short_reports_its_own_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CBC's "best possible" is in the scaled unit (SHARED: the costliest node, 3, costs 1).
+    import pulp
+
+    fake = tmp_path / "fake-cbc"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'while [ $# -gt 0 ]; do [ "$1" = -solution ] && out="$2"; shift; done\n'
+        "echo 'Stopped on time (no integer solution - continuous used) - objective value 1'"
+        ' > "$out"\n'
+        "echo 'Cbc0005I Partial search - best objective 1e+50 (best possible 1.5), took 0'\n"
+        "echo 'Result - Stopped on time limit'\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(pulp.PULP_CBC_CMD, "pulp_cbc_path", str(fake))
+    r = solve_cbc(SHARED_OPTIMUM)
+    assert r.status == "feasible" and r.choices == SHARED_OPTIMUM, r
+    assert r.lower_bound == pytest.approx(4.5)
+
+
+def test_best_possible_reads_the_last_bound_and_ignores_none() -> None:
+    from tensat_py.extract.ilp import _best_possible
+
+    log = "(best possible 2.7342665), took\n(best possible 2.7647871), took 651\n"
+    assert _best_possible(log) == pytest.approx(2.7647871)
+    assert _best_possible("best objective 1e+50 (best possible 1e+50)") is None
+    assert _best_possible("Result - Optimal solution found") is None

@@ -47,9 +47,9 @@ def test_cbc_model_carries_the_need_rows(monkeypatch: pytest.MonkeyPatch) -> Non
     models: list[pulp.LpProblem] = []
     run = ilp._run
 
-    def keep(lp: pulp.LpProblem, solver: pulp.LpSolver, *a: object, **kw: object) -> None:
+    def keep(lp: pulp.LpProblem, solver: pulp.LpSolver, *a: object, **kw: object) -> str:
         models.append(lp.deepcopy())
-        run(lp, solver, *a, **kw)
+        return run(lp, solver, *a, **kw)
 
     monkeypatch.setattr(ilp, "_run", keep)
     out = ilp.solve_ilp(HALVES, solver="cbc", time_limit=10, decompose=False, path_bound=False)

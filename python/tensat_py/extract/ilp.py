@@ -852,9 +852,9 @@ def _solve_cbc(
     if outcome.choices is not None and outcome.status == "optimal":
         outcome.lower_bound = problem.dag_cost(outcome.choices)
     elif outcome.choices is not None:
-        outcome.lower_bound = (
-            bound_beside[0].value() if bound_beside else _lp_bound(problem, simp, deadline)
-        )
+        # CBC's own bound (when it stopped short) or the LP relaxation's, the larger.
+        lp = bound_beside[0].value() if bound_beside else _lp_bound(problem, simp, deadline)
+        outcome.lower_bound = min(max(outcome.lower_bound, lp), problem.dag_cost(outcome.choices))
         if _met(problem.dag_cost(outcome.choices), outcome.lower_bound):
             outcome.status = "optimal"
     for b in bound_beside:  # not needed after all (a proof, no answer): ended, not left running
@@ -885,6 +885,7 @@ def _best_of(problem: ExtractionProblem, outcome: IlpOutcome, lns: LnsOutcome | 
         f"feasible (best of search; exact ILP: {outcome.message}); {note}",
         outcome.rounds,
         outcome.cuts,
+        lower_bound=outcome.lower_bound,
         build_seconds=outcome.build_seconds,
         solve_seconds=outcome.solve_seconds,
         stats={**outcome.stats, **searches},
@@ -1232,6 +1233,10 @@ def _solve_exact(
         rounds += 1
         sol = lp.sol_status
         last_status = pulp.LpSolution.get(sol, str(sol))
+        # CBC's own bound when it stopped short (in the model's scaled unit): every answer
+        # of this round's model, so every acyclic extraction, costs at least that.
+        found = _best_possible(log)
+        bound = 0.0 if found is None else max(0.0, found / scale)
         if cutoff is not None and sol not in (
             pulp.LpSolutionOptimal,
             pulp.LpSolutionIntegerFeasible,
@@ -1245,6 +1250,8 @@ def _solve_exact(
                 f"cut(s), {solver} (the start; {how})",
                 rounds,
                 cuts,
+                # Nothing cheaper than the start was found: its cost caps the bound.
+                lower_bound=min(bound, start_cost),
                 build_seconds=build,
                 solve_seconds=solve_s,
             )
@@ -1263,7 +1270,14 @@ def _solve_exact(
         if choices is not None:
             msg = f"{status} after {rounds} solve(s), {cuts} cycle cut(s), {solver}"
             return IlpOutcome(
-                choices, status, msg, rounds, cuts, build_seconds=build, solve_seconds=solve_s
+                choices,
+                status,
+                msg,
+                rounds,
+                cuts,
+                lower_bound=min(bound, problem.dag_cost(choices)),
+                build_seconds=build,
+                solve_seconds=solve_s,
             )
         if not cycles:
             return IlpOutcome(None, "none", "solver solution is infeasible", rounds, cuts)
@@ -1328,6 +1342,17 @@ def _exit_cuts(
         x[i] for c in cycle for i in by_class[c] if members.isdisjoint(problem.node_children[i])
     ]
     return [pulp.lpSum(exits) >= pulp.lpSum(x[i] for i in by_class[a]) for a in cycle]
+
+
+def _best_possible(log: str) -> float | None:
+    """CBC's proved bound from its ``log`` ("Partial search - best objective ... (best
+    possible B)", printed when it stops short of a proof), in the model's objective unit;
+    ``None`` when the log has none (a proof, or a run stopped before its search)."""
+    found = re.findall(r"best possible ([-+0-9.eE]+)\)", log)
+    if not found:
+        return None
+    value = float(found[-1])
+    return value if math.isfinite(value) and abs(value) < 1e49 else None
 
 
 def _proved_infeasible(log: str) -> bool:
