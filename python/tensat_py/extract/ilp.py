@@ -853,8 +853,10 @@ def _solve_cbc(
         outcome.lower_bound = problem.dag_cost(outcome.choices)
     elif outcome.choices is not None:
         # CBC's own bound (when it stopped short) or the LP relaxation's, the larger.
-        lp = bound_beside[0].value() if bound_beside else _lp_bound(problem, simp, deadline)
-        outcome.lower_bound = min(max(outcome.lower_bound, lp), problem.dag_cost(outcome.choices))
+        relaxed = bound_beside[0].value() if bound_beside else _lp_bound(problem, simp, deadline)
+        outcome.lower_bound = min(
+            max(outcome.lower_bound, relaxed), problem.dag_cost(outcome.choices)
+        )
         if _met(problem.dag_cost(outcome.choices), outcome.lower_bound):
             outcome.status = "optimal"
     for b in bound_beside:  # not needed after all (a proof, no answer): ended, not left running
@@ -1237,10 +1239,8 @@ def _solve_exact(
         # of this round's model, so every acyclic extraction, costs at least that.
         found = _best_possible(log)
         bound = 0.0 if found is None else max(0.0, found / scale)
-        if cutoff is not None and sol not in (
-            pulp.LpSolutionOptimal,
-            pulp.LpSolutionIntegerFeasible,
-        ):
+        answered = sol in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+        if cutoff is not None and not answered:
             proved = _proved_infeasible(log)
             how = "none cheaper exists" if proved else f"none cheaper found: {last_status}"
             return IlpOutcome(
@@ -1251,11 +1251,11 @@ def _solve_exact(
                 rounds,
                 cuts,
                 # Nothing cheaper than the start was found: its cost caps the bound.
-                lower_bound=min(bound, start_cost),
+                lower_bound=start_cost if proved else min(bound, start_cost),
                 build_seconds=build,
                 solve_seconds=solve_s,
             )
-        if sol not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        if not answered:
             return IlpOutcome(None, "none", f"solver: {last_status}", rounds, cuts)
         values = {i: v.value() for i, v in x.items()}
         if any(val is None for val in values.values()):
@@ -1268,6 +1268,7 @@ def _solve_exact(
         choices, cycles = _choose(problem, selected, kept)
         status = "optimal" if sol == pulp.LpSolutionOptimal else "feasible"
         if choices is not None:
+            cost = problem.dag_cost(choices)
             msg = f"{status} after {rounds} solve(s), {cuts} cycle cut(s), {solver}"
             return IlpOutcome(
                 choices,
@@ -1275,7 +1276,7 @@ def _solve_exact(
                 msg,
                 rounds,
                 cuts,
-                lower_bound=min(bound, problem.dag_cost(choices)),
+                lower_bound=cost if status == "optimal" else min(bound, cost),
                 build_seconds=build,
                 solve_seconds=solve_s,
             )
