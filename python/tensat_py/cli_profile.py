@@ -106,14 +106,14 @@ def _profile_model(
 ):
     import tensat_py
     from tensat_py import _core
-    from tensat_py.cost.base import export_contexts, graph_contexts
+    from tensat_py.cost.base import export_contexts
     from tensat_py.frontends import defaults_for
     from tensat_py.pipeline import load_rules
 
     console = Console(stderr=True)
     graph = tensat_py.load(name, input_shapes=shapes) if shapes else tensat_py.load(name)
     model = _model(db, device, backend)
-    ctxs = list(graph_contexts(graph))
+    ctxs = list(model.program_contexts(graph))
     n_graph = len(model.missing(ctxs))
     if egraph:
         fe = defaults_for(graph)

@@ -44,6 +44,7 @@ __all__ = [
     "channel_bias",
     "biased_conv",
     "SHARED",
+    "Fusion",
 ]
 
 
@@ -78,6 +79,18 @@ class CostContext(ops.OpContext):
 
     operand_constant: tuple[bool, ...] = ()
     producers: tuple[frozenset[str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """Nodes of a program that a runtime runs as one kernel, priced as ``op`` with
+    ``params`` applied to the nodes ``operands`` at the node that ends the chain; the nodes
+    ``absorbed`` (node ids) cost nothing (:func:`tensat_py.cost.ort_fusion.ort_fusions`)."""
+
+    op: str
+    params: Mapping[str, Any]
+    operands: tuple[int, ...]
+    absorbed: tuple[int, ...]
 
 
 #: Operators whose labels also name what produces their operands (one level).
@@ -240,10 +253,16 @@ def opdef(op: str, model: str = "cost model") -> ops.OpDef:
     return d
 
 
-def graph_contexts(graph: Graph) -> list[CostContext]:
+def graph_contexts(graph: Graph, fusions: Mapping[int, Fusion] | None = None) -> list[CostContext]:
     """The contexts of the nodes some output of ``graph`` depends on, in node order. An
     operand that more than one live node reads, or that is also a program output, carries
-    the :data:`SHARED` label: nothing fuses into its producer."""
+    the :data:`SHARED` label: nothing fuses into its producer.
+
+    ``fusions`` (by the id of the node that ends each chain) replace that node's context
+    by the fused kernel's (its operator, parameters and operands) and drop the nodes the
+    chain absorbs."""
+    fusions = fusions or {}
+    absorbed = {a for f in fusions.values() for a in f.absorbed}
     keep = graph.live()
     readers = [0] * len(graph.nodes)
     for nid, node in enumerate(graph.nodes):
@@ -267,19 +286,23 @@ def graph_contexts(graph: Graph) -> list[CostContext]:
         ):
             labels[-1].add("conv2d")
     for nid, node in enumerate(graph.nodes):
-        if not keep[nid]:
+        if not keep[nid] or nid in absorbed:
             continue
+        op, params, ins = node.op, node.params, node.inputs
+        f = fusions.get(nid)
+        if f is not None:
+            op, params, ins = f.op, f.params, f.operands
         out.append(
             CostContext(
-                op=node.op,
-                params=node.params,
-                inputs=[graph.nodes[i].type for i in node.inputs],
+                op=op,
+                params=dict(params),
+                inputs=[graph.nodes[i].type for i in ins],
                 output=node.type,
                 constant=node.constant,
                 graph=graph,
                 name=node.name,
-                operand_constant=tuple(graph.nodes[i].constant for i in node.inputs),
-                producers=tuple(frozenset(labels[i]) for i in node.inputs),
+                operand_constant=tuple(graph.nodes[i].constant for i in ins),
+                producers=tuple(frozenset(labels[i]) for i in ins),
             )
         )
     return out
@@ -447,14 +470,20 @@ class OpCostModel:
         """
         return self.costs([make_context(op, params, input_shapes, output_shape, constant)])[0]
 
+    def program_contexts(self, graph: Graph) -> list[CostContext]:
+        """The contexts :meth:`graph_cost` prices: :func:`graph_contexts` (a model of a
+        runtime that fuses chains of nodes passes them as ``fusions``)."""
+        return graph_contexts(graph)
+
     def graph_cost(self, graph: Graph) -> float:
-        """Sum of :meth:`cost` over the nodes some output depends on (seconds).
+        """Sum of :meth:`cost` over the contexts of :meth:`program_contexts`: the nodes
+        some output depends on (seconds).
 
         Raises:
             ValueError: a node's operator cannot be priced.
         """
         total = 0.0
-        for c in self.costs(graph_contexts(graph)):
+        for c in self.costs(self.program_contexts(graph)):
             total += c
         return total
 

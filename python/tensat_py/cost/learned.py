@@ -47,8 +47,9 @@ import numpy as np
 
 from tensat_py import ops
 from tensat_py.cost import layout
-from tensat_py.cost.base import CostContext, OpCostModel, opdef, operand_flags
+from tensat_py.cost.base import CostContext, OpCostModel, graph_contexts, opdef, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
+from tensat_py.cost.ort_fusion import ort_fusions
 from tensat_py.cost.profile import (
     GPU_DEVICES,
     ORT_KERNELS,
@@ -67,7 +68,7 @@ from tensat_py.cost.profile import (
     signature,
 )
 from tensat_py.cost.residency import BandwidthCurve, ColdWeights, last_level_cache_bytes
-from tensat_py.graph import TensorType
+from tensat_py.graph import Graph, TensorType
 
 __all__ = [
     "LearnedCostModel",
@@ -537,6 +538,12 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         if self._bandwidth is None and self._cache is not None:
             self._bandwidth = cached_bandwidth(self._cache, self.fingerprint)
         return self._bandwidth
+
+    def program_contexts(self, graph: Graph) -> list[CostContext]:
+        """:func:`~tensat_py.cost.base.graph_contexts` with onnxruntime's chain fusions
+        (:func:`~tensat_py.cost.ort_fusion.ort_fusions`) when :attr:`fusion` is on, as
+        the profile model prices a program."""
+        return graph_contexts(graph, ort_fusions(graph) if self.fusion else None)
 
     def costs(self, ctxs: Sequence[ops.OpContext]) -> list[float]:
         """Predicted seconds for each of ``ctxs`` (one batch through the trees).

@@ -66,10 +66,12 @@ from tensat_py.cost.base import (
     CostContext,
     OpCostModel,
     biased_conv,
+    graph_contexts,
     opdef,
     operand_flags,
 )
 from tensat_py.cost.database import ProfileDatabase, Record
+from tensat_py.cost.ort_fusion import ort_fusions
 from tensat_py.cost.residency import (
     BandwidthCurve,
     ColdWeights,
@@ -987,6 +989,13 @@ class ProfileCostModel(ColdWeights, OpCostModel):
 
     def _figure(self, raw: float) -> float:
         return figure(raw, *self.overhead())
+
+    def program_contexts(self, graph: Graph) -> list[CostContext]:
+        """:func:`~tensat_py.cost.base.graph_contexts` with onnxruntime's chain fusions
+        (:func:`~tensat_py.cost.ort_fusion.ort_fusions`: GELU, layer normalisation, a
+        scaled MatMul) when :attr:`fusion` is on: each chain priced as the kernel
+        onnxruntime runs for it."""
+        return graph_contexts(graph, ort_fusions(graph) if self.fusion else None)
 
     # ---------------------------------------------------------------- pricing
     def _priced(self, ctx: ops.OpContext) -> bool:
