@@ -106,6 +106,17 @@ def _scaled_matmul(side):
     return _model(nodes, [w, _c("s", 8.0)], out_shape=[1, 16, 32])
 
 
+def _gelu_then_matmul():
+    """A GELU whose last ``Mul(0.5)`` feeds a MatMul (a transformer's feed-forward)."""
+    m = _gelu()
+    g = m.graph
+    g.node[-1].output[0] = "g"
+    g.node.append(helper.make_node("MatMul", ["g", "w"], ["y"]))
+    g.initializer.append(numpy_helper.from_array(np.full((64, 32), 0.01, np.float32), "w"))
+    g.output[0].type.tensor_type.shape.dim[-1].dim_value = 32
+    return m
+
+
 def _ort_ops(model, tmp_path):
     """Operator types in onnxruntime's optimised graph (CPU, ORT_ENABLE_ALL)."""
     src, dst = tmp_path / "in.onnx", tmp_path / "ort.onnx"
@@ -131,6 +142,14 @@ CASES = {
     "scale on a MatMul operand": (_scaled_matmul, {"side": "input"}, "FusedMatMul", "matmul"),
     "scale on a MatMul output": (_scaled_matmul, {"side": "output"}, "FusedMatMul", "matmul"),
 }
+
+
+def test_a_gelu_feeding_a_matmul_keeps_its_last_mul(tmp_path):
+    model = _gelu_then_matmul()
+    ops = _ort_ops(model, tmp_path)
+    assert "Gelu" in ops and "FusedMatMul" not in ops
+    _, found = _ours(model, tmp_path)
+    assert [f.op for f in found.values()] == ["gelu"]
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -83,9 +83,10 @@ class CostContext(ops.OpContext):
 
 @dataclass(frozen=True)
 class Fusion:
-    """Nodes of a program that a runtime runs as one kernel, priced as ``op`` with
-    ``params`` applied to the nodes ``operands`` at the node that ends the chain; the nodes
-    ``absorbed`` (node ids) cost nothing (:func:`tensat_py.cost.ort_fusion.ort_fusions`)."""
+    """Nodes of a program that a runtime runs as one kernel: priced as ``op`` with
+    ``params`` applied to the nodes ``operands``, at the node the fusion is keyed by in
+    :func:`graph_contexts`; the nodes ``absorbed`` (node ids) cost nothing
+    (:func:`tensat_py.cost.ort_fusion.ort_fusions`)."""
 
     op: str
     params: Mapping[str, Any]
@@ -258,9 +259,8 @@ def graph_contexts(graph: Graph, fusions: Mapping[int, Fusion] | None = None) ->
     operand that more than one live node reads, or that is also a program output, carries
     the :data:`SHARED` label: nothing fuses into its producer.
 
-    ``fusions`` (by the id of the node that ends each chain) replace that node's context
-    by the fused kernel's (its operator, parameters and operands) and drop the nodes the
-    chain absorbs."""
+    ``fusions`` (by node id) replace that node's context by the fused kernel's (its
+    operator, parameters and operands) and drop the nodes each absorbs."""
     fusions = fusions or {}
     absorbed = {a for f in fusions.values() for a in f.absorbed}
     keep = graph.live()

@@ -47,9 +47,9 @@ import numpy as np
 
 from tensat_py import ops
 from tensat_py.cost import layout
-from tensat_py.cost.base import CostContext, OpCostModel, graph_contexts, opdef, operand_flags
+from tensat_py.cost.base import CostContext, OpCostModel, opdef, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
-from tensat_py.cost.ort_fusion import ort_fusions
+from tensat_py.cost.ort_fusion import OrtChains
 from tensat_py.cost.profile import (
     GPU_DEVICES,
     ORT_KERNELS,
@@ -68,7 +68,7 @@ from tensat_py.cost.profile import (
     signature,
 )
 from tensat_py.cost.residency import BandwidthCurve, ColdWeights, last_level_cache_bytes
-from tensat_py.graph import Graph, TensorType
+from tensat_py.graph import TensorType
 
 __all__ = [
     "LearnedCostModel",
@@ -421,7 +421,7 @@ def _device_info(device: str) -> dict[str, Any]:
     raise ValueError(f"learned: unknown device '{device}'; known: cpu, {', '.join(GPU_DEVICES)}")
 
 
-class LearnedCostModel(ColdWeights, OpCostModel):
+class LearnedCostModel(ColdWeights, OrtChains, OpCostModel):
     """Predicted seconds per operator (see the module docstring).
 
     On the CPU, a program whose weights outgrow the last-level cache is priced with cold
@@ -438,7 +438,9 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         overhead: ``(call overhead, per-node cost)`` seconds, as in ``profile``.
         spearman: the stored held-out rank correlation.
         fusion: the onnxruntime (CPU) pricing rules: what it fuses costs the per-node
-            cost, and the views it runs as kernels (``profile.ORT_KERNELS``) are priced.
+            cost, the views it runs as kernels (``profile.ORT_KERNELS``) are priced, and
+            a program's chains it runs as one kernel are priced as that kernel
+            (:class:`~tensat_py.cost.ort_fusion.OrtChains`).
         bandwidth: memory bandwidth by weight size for cold weights (CPU), or ``None``.
         nchwc: onnxruntime's NCHWc block size and the reorder prices from the profile
             cache (:mod:`tensat_py.cost.layout`), or ``None`` (none cached: not priced).
@@ -538,12 +540,6 @@ class LearnedCostModel(ColdWeights, OpCostModel):
         if self._bandwidth is None and self._cache is not None:
             self._bandwidth = cached_bandwidth(self._cache, self.fingerprint)
         return self._bandwidth
-
-    def program_contexts(self, graph: Graph) -> list[CostContext]:
-        """:func:`~tensat_py.cost.base.graph_contexts` with onnxruntime's chain fusions
-        (:func:`~tensat_py.cost.ort_fusion.ort_fusions`) when :attr:`fusion` is on, as
-        the profile model prices a program."""
-        return graph_contexts(graph, ort_fusions(graph) if self.fusion else None)
 
     def costs(self, ctxs: Sequence[ops.OpContext]) -> list[float]:
         """Predicted seconds for each of ``ctxs`` (one batch through the trees).

@@ -34,10 +34,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from tensat_py.cost.base import Fusion
+from tensat_py.cost.base import CostContext, Fusion, graph_contexts
 from tensat_py.graph import Graph, Node, TensorType
 
-__all__ = ["ort_fusions"]
+__all__ = ["OrtChains", "ort_fusions"]
 
 _MUL = frozenset({"mul", "ewmul"})
 _ADD = frozenset({"add", "ewadd"})
@@ -49,10 +49,10 @@ class _Program:
 
     def __init__(self, graph: Graph) -> None:
         self.nodes = graph.nodes
-        live = graph.live()
+        self.live = graph.live()
         self.readers: list[list[int]] = [[] for _ in graph.nodes]
         for nid, node in enumerate(graph.nodes):
-            if live[nid]:
+            if self.live[nid]:
                 for i in dict.fromkeys(node.inputs):
                     self.readers[i].append(nid)
         self.outputs = set(graph.outputs)
@@ -78,10 +78,10 @@ class _Program:
         v = self.scalar(nid)
         return v is not None and math.isclose(v, want, rel_tol=1e-4)
 
-    def one_element_constant(self, nid: int) -> bool:
-        """A constant of one element (a scalar, or a weight-only tensor of size 1)."""
+    def scalar_constant(self, nid: int) -> bool:
+        """A constant of shape ``()`` or ``(1,)``: what onnxruntime takes as a scalar."""
         n = self.nodes[nid]
-        return n.constant and isinstance(n.type, TensorType) and math.prod(n.type.shape) == 1
+        return n.constant and isinstance(n.type, TensorType) and n.type.shape in ((), (1,))
 
 
 def _gelu(p: _Program, root: int) -> Fusion | None:
@@ -116,10 +116,9 @@ def _one_plus_erf(p: _Program, a: int, x: int, reader: int) -> tuple[int, ...] |
             continue
         (d,) = p.node(e).inputs
         dn = p.node(d)
-        if not p.sole(d, e) or len(dn.inputs) != 2:
-            continue
         if dn.op == "div" and dn.inputs[0] == x and p.is_value(dn.inputs[1], _SQRT2):
-            return (a, e, d)
+            if p.sole(d, e):
+                return (a, e, d)
     return None
 
 
@@ -233,7 +232,7 @@ def _scaled(p: _Program, nid: int) -> int | None:
         return None
     sides = (n.inputs, n.inputs[::-1]) if n.op == "mul" else (n.inputs,)
     for x, s in sides:
-        if p.one_element_constant(s) and not p.node(x).constant:
+        if p.scalar_constant(s) and not p.node(x).constant:
             return x
     return None
 
@@ -245,15 +244,29 @@ def ort_fusions(graph: Graph) -> dict[int, Fusion]:
     docstring). A node belongs to one chain at most; constant nodes never start one (they
     are folded before inference)."""
     p = _Program(graph)
-    live = graph.live()
     out: dict[int, Fusion] = {}
     taken: set[int] = set()
     for nid, node in enumerate(graph.nodes):
-        if not live[nid] or node.constant or nid in taken:
+        if not p.live[nid] or node.constant or nid in taken:
             continue
         f = _gelu(p, nid) or _layer_norm(p, nid) or _matmul_scale(p, nid)
-        if f is None or taken.intersection(f.absorbed) or nid in f.absorbed:
+        # A node already in a chain, or ending one, is not taken again: a GELU's last
+        # `Mul(0.5)` feeding a MatMul stays the GELU's, as onnxruntime fuses it.
+        if f is None or any(a in taken or a in out for a in f.absorbed):
             continue
         taken.update(f.absorbed)
         out[nid] = f
     return out
+
+
+class OrtChains:
+    """Mixin for cost models of onnxruntime on the CPU (``profile`` with its onnxruntime
+    backend, ``learned``): a program is priced with its chains fused (:func:`ort_fusions`)
+    while the model's ``fusion`` attribute is true."""
+
+    fusion: bool
+
+    def program_contexts(self, graph: Graph) -> list[CostContext]:
+        """:func:`~tensat_py.cost.base.graph_contexts` of ``graph``, each chain
+        onnxruntime fuses priced as its kernel when :attr:`fusion` is on."""
+        return graph_contexts(graph, ort_fusions(graph) if self.fusion else None)

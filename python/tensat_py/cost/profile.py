@@ -66,12 +66,11 @@ from tensat_py.cost.base import (
     CostContext,
     OpCostModel,
     biased_conv,
-    graph_contexts,
     opdef,
     operand_flags,
 )
 from tensat_py.cost.database import ProfileDatabase, Record
-from tensat_py.cost.ort_fusion import ort_fusions
+from tensat_py.cost.ort_fusion import OrtChains
 from tensat_py.cost.residency import (
     BandwidthCurve,
     ColdWeights,
@@ -858,7 +857,7 @@ def ort_fused(ctx: ops.OpContext) -> bool:
 Progress = Callable[[int, int, str], None]
 
 
-class ProfileCostModel(ColdWeights, OpCostModel):
+class ProfileCostModel(ColdWeights, OrtChains, OpCostModel):
     """Measured seconds per operator, cached (see the module docstring).
 
     On the CPU, a program whose weights outgrow the last-level cache is priced with cold
@@ -874,7 +873,9 @@ class ProfileCostModel(ColdWeights, OpCostModel):
         progress: called after each new measurement.
         threads: onnxruntime intra-op threads (0: its default).
         fusion: price what onnxruntime fuses into its producer at the per-node cost
-            (:func:`ort_fused`; onnxruntime backend only).
+            (:func:`ort_fused`), and a program's chains it runs as one kernel as that
+            kernel (:class:`~tensat_py.cost.ort_fusion.OrtChains`); onnxruntime backend
+            only.
 
     Raises:
         ValueError: an unknown device or backend; a GPU device without CuPy or a GPU
@@ -989,13 +990,6 @@ class ProfileCostModel(ColdWeights, OpCostModel):
 
     def _figure(self, raw: float) -> float:
         return figure(raw, *self.overhead())
-
-    def program_contexts(self, graph: Graph) -> list[CostContext]:
-        """:func:`~tensat_py.cost.base.graph_contexts` with onnxruntime's chain fusions
-        (:func:`~tensat_py.cost.ort_fusion.ort_fusions`: GELU, layer normalisation, a
-        scaled MatMul) when :attr:`fusion` is on: each chain priced as the kernel
-        onnxruntime runs for it."""
-        return graph_contexts(graph, ort_fusions(graph) if self.fusion else None)
 
     # ---------------------------------------------------------------- pricing
     def _priced(self, ctx: ops.OpContext) -> bool:
