@@ -207,7 +207,7 @@ def _matmul_scale(p: _Program, root: int) -> Fusion | None:
         if p.node(k).op == "reshape" and _keeps_last_axis(p, k):
             out = k
             continue
-        if _scaled(p, k) == out and p.node(out).op != "scalar":
+        if _scaled(p, k) == out:
             absorbed.append(k)
         break
     if not absorbed:
@@ -225,8 +225,8 @@ def _keeps_last_axis(p: _Program, nid: int) -> bool:
 
 
 def _scaled(p: _Program, nid: int) -> int | None:
-    """``x`` when node ``nid`` is ``x * s``, ``s * x`` or ``x / s`` with ``s`` a constant
-    of one element and ``x`` not constant."""
+    """``x`` when node ``nid`` is ``x * s``, ``s * x`` or ``x / s`` with ``s`` a scalar
+    constant (:meth:`_Program.scalar_constant`) and ``x`` not constant."""
     n = p.node(nid)
     if n.op not in ("mul", "div") or len(n.inputs) != 2:
         return None
@@ -239,10 +239,10 @@ def _scaled(p: _Program, nid: int) -> int | None:
 
 def ort_fusions(graph: Graph) -> dict[int, Fusion]:
     """The chains of ``graph`` onnxruntime (CPU, ``ORT_ENABLE_ALL``) runs as one kernel,
-    by the id of the node priced as the kernel (the one that ends a GELU or layer
-    normalisation, the MatMul of a scaled MatMul): what the kernel is priced as (see the module
-    docstring). A node belongs to one chain at most; constant nodes never start one (they
-    are folded before inference)."""
+    each as what its kernel is priced as (see the module docstring), by the id of the node
+    priced: the one that ends a GELU or a layer normalisation, the MatMul of a scaled
+    MatMul. A node belongs to one chain at most; constant nodes never start one (they are
+    folded before inference)."""
     p = _Program(graph)
     out: dict[int, Fusion] = {}
     taken: set[int] = set()
