@@ -159,8 +159,10 @@ def _profile_model(
         model.bandwidth()  # calibrated once per device (cold weights; learned reads it too)
     # Price the graph itself (fusion read from its producers): the cached figures.
     total = model.graph_cost(graph)
+    reorders = max(model.measured - len(todo), 0)  # measured while pricing (NCHWc layout)
     click.echo(
-        f"{name}: {len(todo)} new measurements ({n_graph} for the graph's own operators) in "
+        f"{name}: {len(todo) + reorders} new measurements ({n_graph} for the graph's own "
+        f"operators, {reorders} NCHWc reorders) in "
         f"{time.perf_counter() - t0:.1f} s on {model.backend.name} "
         f"[{model.fingerprint}]; graph cost {total * 1e3:.3f} ms"
     )

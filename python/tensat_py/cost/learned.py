@@ -26,8 +26,9 @@ predicts the time of operator shapes never measured:
 
 Priced like ``profile``: the predicted one-operator figure less the calibrated call
 overhead, the per-node cost for what onnxruntime fuses, the NCHWc reorders around a split
-of a convolution (:mod:`tensat_py.cost.layout`, at the cached reorders' seconds per
-byte), 0 for constant nodes and operators that launch no kernel (on CPU: no onnxruntime
+of a convolution and, for a whole program, those of its NCHWc layout
+(:mod:`tensat_py.cost.layout`, at the cached reorders' seconds per byte), 0 for constant
+nodes and operators that launch no kernel (on CPU: no onnxruntime
 kernel). A signature the profile cache holds is priced with its measured figure (as
 ``profile`` prices it); the trees predict only what was never measured
 (``for_device(..., measured=False)``: the trees alone). A stored model made with another
@@ -49,7 +50,7 @@ from tensat_py import ops
 from tensat_py.cost import layout
 from tensat_py.cost.base import CostContext, OpCostModel, opdef, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
-from tensat_py.cost.ort_fusion import OrtChains
+from tensat_py.cost.ort_program import OrtProgram, ReorderPrice
 from tensat_py.cost.profile import (
     GPU_DEVICES,
     ORT_KERNELS,
@@ -421,7 +422,7 @@ def _device_info(device: str) -> dict[str, Any]:
     raise ValueError(f"learned: unknown device '{device}'; known: cpu, {', '.join(GPU_DEVICES)}")
 
 
-class LearnedCostModel(ColdWeights, OrtChains, OpCostModel):
+class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
     """Predicted seconds per operator (see the module docstring).
 
     On the CPU, a program whose weights outgrow the last-level cache is priced with cold
@@ -439,8 +440,9 @@ class LearnedCostModel(ColdWeights, OrtChains, OpCostModel):
         spearman: the stored held-out rank correlation.
         fusion: the onnxruntime (CPU) pricing rules: what it fuses costs the per-node
             cost, the views it runs as kernels (``profile.ORT_KERNELS``) are priced, and
-            a program's chains it runs as one kernel are priced as that kernel
-            (:class:`~tensat_py.cost.ort_fusion.OrtChains`).
+            a program's chains it runs as one kernel are priced as that kernel, with
+            the NCHWc reorders its layout adds
+            (:class:`~tensat_py.cost.ort_program.OrtProgram`).
         bandwidth: memory bandwidth by weight size for cold weights (CPU), or ``None``.
         nchwc: onnxruntime's NCHWc block size and the reorder prices from the profile
             cache (:mod:`tensat_py.cost.layout`), or ``None`` (none cached: not priced).
@@ -585,6 +587,16 @@ class LearnedCostModel(ColdWeights, OrtChains, OpCostModel):
                 block, rates = self.nchwc
                 out = layout.adjust(out, given, block, rates.price)
         return self.cold_weights_adjust(out, given)
+
+    def reorder_price(self) -> tuple[int, ReorderPrice] | None:
+        """The NCHWc block size and a reorder's price at the cached reorders' seconds per
+        byte (:class:`~tensat_py.cost.layout.ReorderRates`), for
+        :meth:`~tensat_py.cost.ort_program.OrtProgram.layout_cost`; None without fusion
+        or without cached reorders."""
+        if not self.fusion or self.nchwc is None or self.nchwc[0] <= 0:
+            return None
+        block, rates = self.nchwc
+        return block, rates.price
 
     def _cached(
         self, ctxs: Sequence[ops.OpContext], which: Sequence[int]

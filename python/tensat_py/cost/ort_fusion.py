@@ -34,10 +34,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from tensat_py.cost.base import CostContext, Fusion, graph_contexts
+from tensat_py.cost.base import Fusion
 from tensat_py.graph import Graph, Node, TensorType
 
-__all__ = ["OrtChains", "ort_fusions"]
+__all__ = ["ort_fusions"]
 
 _MUL = frozenset({"mul", "ewmul"})
 _ADD = frozenset({"add", "ewadd"})
@@ -257,16 +257,3 @@ def ort_fusions(graph: Graph) -> dict[int, Fusion]:
         taken.update(f.absorbed)
         out[nid] = f
     return out
-
-
-class OrtChains:
-    """Mixin for cost models of onnxruntime on the CPU (``profile`` with its onnxruntime
-    backend, ``learned``): a program is priced with its chains fused (:func:`ort_fusions`)
-    while the model's ``fusion`` attribute is true."""
-
-    fusion: bool
-
-    def program_contexts(self, graph: Graph) -> list[CostContext]:
-        """:func:`~tensat_py.cost.base.graph_contexts` of ``graph``, each chain
-        onnxruntime fuses priced as its kernel when :attr:`fusion` is on."""
-        return graph_contexts(graph, ort_fusions(graph) if self.fusion else None)

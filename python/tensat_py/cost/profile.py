@@ -34,7 +34,9 @@ at the calibrated per-node cost instead of its one-operator time.
 
 NCHWc layout (onnxruntime): a ``split`` of a convolution's output leaves onnxruntime's
 blocked layout and its parts are reordered back; :mod:`tensat_py.cost.layout` prices
-those reorders (measured alone, cached) on top of the split's own figure.
+those reorders (measured alone, cached) on top of the split's own figure, and a whole
+program's price (:class:`~tensat_py.cost.ort_program.OrtProgram`) has the reorders of its
+NCHWc layout in place of those the convolutions' and pools' figures hold.
 
 Each measurement: ``warmup`` untimed runs, then repetitions until about ``target_seconds``
 have been spent (between ``min_reps`` and ``max_reps``); the median, the spread
@@ -70,7 +72,7 @@ from tensat_py.cost.base import (
     operand_flags,
 )
 from tensat_py.cost.database import ProfileDatabase, Record
-from tensat_py.cost.ort_fusion import OrtChains
+from tensat_py.cost.ort_program import OrtProgram, ReorderPrice
 from tensat_py.cost.residency import (
     BandwidthCurve,
     ColdWeights,
@@ -553,10 +555,13 @@ class OrtBackend:
         """onnxruntime's NCHWc block size here (0: none), :func:`layout.nchwc_block`."""
         return layout.nchwc_block(self.threads)
 
-    def reorder(self, kind: str, shape: Sequence[int]) -> Measurement:
+    def reorder(self, kind: str, shape: Sequence[int], block: int = 0) -> Measurement:
         """Times one NCHWc ``Reorder{Input,Output}`` (``kind`` ``"input"``/``"output"``)
-        of float32 ``shape`` alone (:func:`layout.measure_reorder`)."""
-        return layout.measure_reorder(kind, shape, self._session, self._bound_call, self.timing)
+        of float32 NCHW ``shape`` alone at NCHWc block ``block``
+        (:func:`layout.measure_reorder`)."""
+        return layout.measure_reorder(
+            kind, shape, self._session, self._bound_call, self.timing, block
+        )
 
     def weight_stream(self, n: int, count: int) -> Measurement:
         """Times a chain of ``count`` matmuls ``[1, n] x [n, n]`` with distinct constant
@@ -857,7 +862,7 @@ def ort_fused(ctx: ops.OpContext) -> bool:
 Progress = Callable[[int, int, str], None]
 
 
-class ProfileCostModel(ColdWeights, OrtChains, OpCostModel):
+class ProfileCostModel(ColdWeights, OrtProgram, OpCostModel):
     """Measured seconds per operator, cached (see the module docstring).
 
     On the CPU, a program whose weights outgrow the last-level cache is priced with cold
@@ -874,8 +879,8 @@ class ProfileCostModel(ColdWeights, OrtChains, OpCostModel):
         threads: onnxruntime intra-op threads (0: its default).
         fusion: price what onnxruntime fuses into its producer at the per-node cost
             (:func:`ort_fused`), and a program's chains it runs as one kernel as that
-            kernel (:class:`~tensat_py.cost.ort_fusion.OrtChains`); onnxruntime backend
-            only.
+            kernel, with the NCHWc reorders its layout adds
+            (:class:`~tensat_py.cost.ort_program.OrtProgram`); onnxruntime backend only.
 
     Raises:
         ValueError: an unknown device or backend; a GPU device without CuPy or a GPU
@@ -1061,12 +1066,22 @@ class ProfileCostModel(ColdWeights, OrtChains, OpCostModel):
             return costs
         return layout.adjust(costs, ctxs, self.nchwc(), self._reorder)
 
+    def reorder_price(self) -> tuple[int, ReorderPrice] | None:
+        """The NCHWc block size here and one reorder's measured seconds (each shape
+        measured once and cached), for
+        :meth:`~tensat_py.cost.ort_program.OrtProgram.layout_cost`; None without fusion
+        or where onnxruntime uses no NCHWc."""
+        if not self.fusion:
+            return None
+        block = self.nchwc()
+        return (block, self._reorder) if block > 0 else None
+
     def _reorder(self, kind: str, shape: tuple[int, ...]) -> float:
         sig = layout.reorder_signature(kind, shape)
         if sig not in self._memo:
             got = self.db.get(self.fingerprint, [sig])
             if sig not in got:
-                m = self.backend.reorder(kind, shape)  # type: ignore[attr-defined]
+                m = self.backend.reorder(kind, shape, self.nchwc())  # type: ignore[attr-defined]
                 rec = Record(sig, layout.reorder_op(kind), m.median, m.spread, m.reps, m.low)
                 self.db.put(self.fingerprint, [rec])
                 got = self.db.get(self.fingerprint, [sig])
