@@ -79,11 +79,12 @@ def _squeeze_excite(b: GraphBuilder):
 
 def _few_channels(b: GraphBuilder):
     """Convolutions of 3 (image) and 4 input channels read NCHW; one of 12 input channels
-    reads its NCHWc input padded to the block."""
+    reads its NCHWc input padded to the block; one of 18 is not NCHWc at all."""
     x = b.input((1, 3, 16, 16), "x")
     h = b.conv2d(x, (4, 3, 3, 3), act="relu")
-    k = b.conv2d(b.conv2d(h, (12, 4, 1, 1)), (16, 12, 1, 1))
-    return b.finish([b.conv2d(k, (16, 16, 1, 1))])
+    k = b.conv2d(b.conv2d(b.conv2d(h, (12, 4, 1, 1)), (16, 12, 1, 1)), (16, 16, 1, 1))
+    m = b.conv2d(b.conv2d(k, (18, 16, 1, 1)), (16, 18, 1, 1))
+    return b.finish([b.conv2d(m, (16, 16, 1, 1))])
 
 
 def _padded_and_upsampled(b: GraphBuilder):

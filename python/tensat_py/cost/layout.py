@@ -343,7 +343,8 @@ def _float4d(node: Node) -> bool:
 def _conv_reads_nchw(graph: Graph, conv: Node, block: int) -> bool | None:
     """For a ``conv2d`` onnxruntime runs in NCHWc (``TransformConv``): whether it reads its
     input in plain NCHW (fewer input channels than the block, group 1); None when it does
-    not run in NCHWc at all."""
+    not run in NCHWc at all (checked on onnxruntime 1.32: group 1 with at least the block's
+    input channels needs them a multiple of 4, its ``ReorderInput``'s condition)."""
     x, w = graph.nodes[conv.inputs[0]], graph.nodes[conv.inputs[1]]
     ws = _shape(w)
     if not (_float4d(x) and w.constant and len(ws) == 4 and ws[1] > 0):
@@ -357,7 +358,9 @@ def _conv_reads_nchw(graph: Graph, conv: Node, block: int) -> bool | None:
         if not depthwise and (cin_g % block or cout % groups or (cout // groups) % block):
             return None
         return False
-    return cin_g < block
+    if cin_g < block:
+        return True
+    return None if cin_g % 4 else False  # onnxruntime reorders only 4-aligned channels in
 
 
 def _upsample(resize: Node, shape: tuple[int, ...]) -> bool:
@@ -425,10 +428,11 @@ def nchwc_plan(graph: Graph, block: int, fusions: Mapping[int, Fusion] | None = 
     block ``block``, following its NchwcTransformer (onnxruntime/core/optimizer/
     nchwc_transformer.cc) over the nodes in order:
 
-    * a ``conv2d`` (float32, constant 4-D weight) runs in NCHWc: with group 1 always
-      (channels padded to the block; with fewer input channels than the block it reads
-      NCHW), grouped when its output channels, and input and output channels per group,
-      are multiples of the block, depthwise when its output channels are;
+    * a ``conv2d`` (float32, constant 4-D weight) runs in NCHWc: with group 1 when its
+      input channels are fewer than the block (it reads NCHW) or a multiple of 4
+      (channels padded to the block), grouped when its output channels, and input and
+      output channels per group, are multiples of the block, depthwise when its output
+      channels are;
     * ``poolmax`` / ``poolavg`` (and opaque ``MaxPool`` / ``AveragePool``) when the block
       divides their channels, reordering an NCHW input in;
     * ``global_avg_pool``, the activations of :data:`_NCHWC_ACTS`, ``batchnorm`` (constant
