@@ -519,3 +519,35 @@ def test_missing_lists_exactly_what_pricing_then_measures(cache):
     m.costs(ctxs)
     assert len(todo) == m.measured == 1
     assert m.missing(ctxs) == []
+
+
+def _conv_bn(shared: bool):
+    """relu(batchnorm(conv(x))) with constant statistics; with ``shared``, the convolution's
+    output is a program output too."""
+    b = GraphBuilder()
+    x = b.input((1, 8, 8, 8), "x")
+    conv = b.conv2d(x, b.weight((8, 8, 3, 3), "w"), stride=1, padding="same")
+    y = b.relu(b.batchnorm(conv))
+    return b.finish([y, conv] if shared else [y])
+
+
+def test_a_batchnorm_after_a_convolution_is_folded_as_onnxruntime_does(tmp_path):
+    import onnx
+    import onnxruntime as ort
+    from tensat_py.cost.profile import ort_fused
+    from tensat_py.frontends.onnx import to_model
+
+    # ConvBNFusion, then ConvActivationFusion: onnxruntime runs one convolution.
+    g = _conv_bn(shared=False)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    so.log_severity_level = 3
+    ort.InferenceSession(to_model(g, weights="random").SerializeToString(), so)
+    kept = {n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node}
+    assert "BatchNormalization" not in kept and "Relu" not in kept
+    fused = {c.op: ort_fused(c) for c in graph_contexts(g) if c.op in ("batchnorm", "relu")}
+    assert fused == {"batchnorm": True, "relu": True}
+    # A convolution read by more than the batch norm keeps its output: nothing folds.
+    shared = graph_contexts(_conv_bn(shared=True))
+    assert [ort_fused(c) for c in shared if c.op in ("batchnorm", "relu")] == [False, False]

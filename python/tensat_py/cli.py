@@ -73,8 +73,9 @@ def main() -> None:
 @click.option(
     "--rules",
     default=None,
-    help="Rule file name or path; several joined by + (taso+tensor). "
-    "Default: the input format's (taso for zoo, .model and .onnx).",
+    help="Rule file name or path, or fold (the built-in constant folding); several "
+    "joined by + (taso+tensor). Default: the input format's (taso for zoo and .model, "
+    "taso+tensor+general+fold for .onnx).",
 )
 @click.option(
     "--k-multi", default=1, show_default=True, help="Iterations with multi-pattern rules."

@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 RULES_DIR = Path(__file__).parent / "rules"
+#: The name of the built-in constant-folding rule set in :func:`load_rules`.
+FOLD = "fold"
 """Folder of the shipped rule files (``rules/`` in the repository)."""
 
 #: Relative cost difference taken as float rounding: a candidate that differs from the
@@ -190,9 +192,11 @@ def load_rules(
     """Resolves a rule set.
 
     Args:
-        rules: a shipped rule file's name (``"taso"`` for ``rules/taso.rules``), a path to a
-            ``.rules`` file, an already parsed ``RuleSet``, several of them joined by ``+``
-            (``"taso+tensor"``) or a sequence of them (their rules in order).
+        rules: a shipped rule file's name (``"taso"`` for ``rules/taso.rules``), ``"fold"``
+            (the Rust core's built-in constant folding of scalar literals,
+            ``_core.RuleSet.constant_folding()``, which no rule file can write), a path to
+            a ``.rules`` file, an already parsed ``RuleSet``, several of them joined by
+            ``+`` (``"taso+tensor+fold"``) or a sequence of them (their rules in order).
 
     Raises:
         FileNotFoundError: when no such rule file exists (the message lists the shipped ones).
@@ -213,14 +217,16 @@ def load_rules(
         if not sets:
             raise ValueError("no rule files given")
         return sets[0] if len(sets) == 1 else _core.RuleSet.union(sets)
+    if rules == FOLD and not Path(rules).exists():
+        return _core.RuleSet.constant_folding()
     path = Path(rules)
     if not path.suffix and not path.exists():
         path = RULES_DIR / f"{rules}.rules"
     if not path.is_file():
         shipped = sorted(p.stem for p in RULES_DIR.glob("*.rules"))
         raise FileNotFoundError(
-            f"no rule file {str(rules)!r}{suggest(str(rules), shipped)} "
-            f"(shipped: {', '.join(shipped)})"
+            f"no rule file {str(rules)!r}{suggest(str(rules), [*shipped, FOLD])} "
+            f"(shipped: {', '.join(shipped)}; built in: {FOLD})"
         )
     return _load_rules_cached(str(path.resolve()), path.stat().st_mtime)
 

@@ -236,7 +236,8 @@ impl RuleSet {
     }
 
     /// The built-in constant-folding rules (`rules::constant_folding`: RLO's `cprop_add`,
-    /// `cprop_sub`, `cprop_mul`, `cprop_div` on scalar literals).
+    /// `cprop_sub`, `cprop_mul`, `cprop_div` on `float64`, `float32` and `int64` scalar
+    /// literals).
     #[staticmethod]
     fn constant_folding() -> RuleSet {
         RuleSet {

@@ -886,6 +886,22 @@ mod tests {
     }
 
     #[test]
+    fn constant_folding_of_float32_scalars_rounds_to_float32() {
+        let rs = crate::rules::constant_folding();
+        let prog = "(mul ?x (div (scalar 1.0 float32) (scalar 3.0 float32)))"
+            .replace("?x", "(scalar 6.0 float32)");
+        let mut ex = Explorer::new(&prog.parse().unwrap());
+        ex.run(&rs, &Config::default());
+        let third = f64::from(1.0f32 / 3.0f32);
+        assert!(same_class(
+            &mut ex,
+            "(div (scalar 1.0 float32) (scalar 3.0 float32))",
+            &format!("(scalar {third} float32)")
+        ));
+        assert!(same_class(&mut ex, &prog, "(scalar 2.0 float32)"));
+    }
+
+    #[test]
     fn constant_folding_skips_zero_divisors() {
         let rs = crate::rules::constant_folding();
         let prog = "(add (div (scalar 1.0 float64) (scalar 0.0 float64)) (scalar 1.0 float64))";

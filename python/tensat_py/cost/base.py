@@ -43,6 +43,7 @@ __all__ = [
     "producer_label",
     "channel_bias",
     "biased_conv",
+    "conv_folded",
     "SHARED",
     "Fusion",
 ]
@@ -149,6 +150,31 @@ def biased_conv(
         if "conv2d" in labels and SHARED not in labels and const and channel_bias(shape, out):
             return True
     return False
+
+
+def conv_folded(
+    op: str, operands: Sequence[tuple[set[str], bool, Sequence[int]]], out: Sequence[int]
+) -> bool:
+    """Whether onnxruntime folds an ``op`` node of ``operands`` (labels, constant, shape)
+    into shape ``out`` into the convolution before it, which then stands for it: a sum
+    with a constant per-channel bias (:func:`biased_conv`, ConvAddFusion), or a
+    ``batchnorm`` of constant parameters over a convolution's output that nothing else
+    reads (ConvBNFusion).
+
+    Example:
+        >>> conv_folded("batchnorm", [({"conv2d"}, False, (1, 8, 4, 4))]
+        ...             + [(set(), True, (8,))] * 4, (1, 8, 4, 4))
+        True
+        >>> conv_folded("batchnorm", [({"conv2d", SHARED}, False, (1, 8, 4, 4))]
+        ...             + [(set(), True, (8,))] * 4, (1, 8, 4, 4))
+        False
+    """
+    if op in _SUM_OPS:
+        return biased_conv(operands, out)
+    if op != "batchnorm" or not operands:
+        return False
+    labels = operands[0][0]
+    return "conv2d" in labels and SHARED not in labels and all(c for _, c, _ in operands[1:])
 
 
 @runtime_checkable
@@ -277,7 +303,8 @@ def graph_contexts(graph: Graph, fusions: Mapping[int, Fusion] | None = None) ->
         labels.append(_labels(node.op, node.params, [labels[i] for i in node.inputs]))
         if readers[nid] > 1:
             labels[-1].add(SHARED)
-        if node.op in _SUM_OPS and biased_conv(
+        if conv_folded(
+            node.op,
             [
                 (labels[i], graph.nodes[i].constant, _shape_of(graph.nodes[i].type))
                 for i in node.inputs
@@ -356,7 +383,7 @@ def export_contexts(
             if p is not None:
                 own.setdefault(cls, set()).add(producer_label(op, p[0]))
         for (op, cls, _), p in zip(rows, parsed, strict=True):
-            if p is not None and op in _SUM_OPS:
+            if p is not None and (op in _SUM_OPS or op == "batchnorm"):
                 operands = [
                     (
                         own.get(cc, set()),
@@ -365,7 +392,7 @@ def export_contexts(
                     )
                     for cc in p[1]
                 ]
-                if biased_conv(operands, tuple(classes[cls].get("shape") or ())):
+                if conv_folded(op, operands, tuple(classes[cls].get("shape") or ())):
                     own[cls].add("conv2d")
         labels = {c: set(v) for c, v in own.items()}
         for (op, cls, _), p in zip(rows, parsed, strict=True):

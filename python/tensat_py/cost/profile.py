@@ -68,6 +68,7 @@ from tensat_py.cost.base import (
     CostContext,
     OpCostModel,
     biased_conv,
+    conv_folded,
     opdef,
     operand_flags,
 )
@@ -822,7 +823,9 @@ def ort_fused(ctx: ops.OpContext) -> bool:
     * a convolution's output plus a constant per-channel bias (``(C, 1, 1)``): folded into
       the convolution's bias input (ConvAddFusion). The sum then counts as the convolution
       for what follows (``cost.base`` labels it ``conv2d``), so an activation or a second
-      sum after it fuses too, as ``Conv(B) -> Add -> Relu`` does.
+      sum after it fuses too, as ``Conv(B) -> Add -> Relu`` does;
+    * a ``batchnorm`` of constant parameters over a convolution's output: folded into its
+      weights and bias (ConvBNFusion), and likewise counted as the convolution after.
 
     In an e-graph an operand's class may hold several producers; any that fuses counts. A
     producer labelled :data:`~tensat_py.cost.base.SHARED` (in a program, read by more than
@@ -837,9 +840,12 @@ def ort_fused(ctx: ops.OpContext) -> bool:
         conv = {"conv2d", "ewadd<conv2d", "add<conv2d"}
         gemm = {"ewadd<matmul", "add<matmul"}
         return bool(prods[0] & conv) or (nd == 2 and bool(prods[0] & gemm))
+    oc = getattr(ctx, "operand_constant", ())
+    if ctx.op == "batchnorm" and len(oc) == len(ctx.inputs) == len(prods):
+        operands = [(set(p), c, ()) for p, c in zip(prods, oc, strict=True)]
+        return conv_folded("batchnorm", operands, ())
     if ctx.op in ORT_SUMS and len(ctx.inputs) == 2:
         a, b = ctx.inputs
-        oc = getattr(ctx, "operand_constant", ())
         if (
             len(oc) == 2
             and len(prods) == 2

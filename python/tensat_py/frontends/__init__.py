@@ -143,7 +143,9 @@ def _load() -> None:
     # onnxruntime fuses operators the cost models do not see: a predicted gain under 2 %
     # is within their error (bench/onnx_real.md), so the input is kept.
     register(
-        Frontend("onnx", (".onnx",), _load_onnx, _save_onnx, "taso+tensor+general", min_gain=0.02)
+        Frontend(
+            "onnx", (".onnx",), _load_onnx, _save_onnx, "taso+tensor+general+fold", min_gain=0.02
+        )
     )
     register(
         Frontend(

@@ -144,6 +144,11 @@ pub struct Fold {
     pub out: Var,
     /// Whether the result must be an integer (an `int64` scalar).
     pub integral: bool,
+    /// Whether the result is rounded to single precision (a `float32` scalar): the
+    /// correctly rounded `float32` result, as onnxruntime computes it, since `f64` holds
+    /// the exact sum, difference, product or quotient of two `f32` values to more than
+    /// twice `f32`'s precision.
+    pub single: bool,
 }
 
 impl Fold {
@@ -176,6 +181,7 @@ impl Fold {
             FoldOp::Div if y == 0.0 => return None,
             FoldOp::Div => x / y,
         };
+        let r = if self.single { f64::from(r as f32) } else { r };
         if !r.is_finite() || (self.integral && r.fract() != 0.0) {
             return None;
         }
@@ -183,22 +189,29 @@ impl Fold {
     }
 }
 
-/// The built-in constant-folding rules for scalar constants (`(scalar v dtype)`, the
-/// Knossos dialect's literals): `cprop_add`, `cprop_sub`, `cprop_mul`, `cprop_div` on
-/// `float64` and `cprop_add_int`, `cprop_sub_int`, `cprop_mul_int` on `int64` (integer
-/// division truncates in Knossos and is not folded). The folded value cannot be written
-/// in the rule DSL, so these rules are built here and added by the Knossos front end
-/// (see docs/knossos.md).
+/// The built-in constant-folding rules for scalar constants (`(scalar v dtype)`):
+/// `cprop_add`, `cprop_sub`, `cprop_mul`, `cprop_div` on `float64` (the Knossos dialect's
+/// literals), the same four on `float32` (`cprop_add_f32`, ..., the scalars of an ONNX
+/// program, each result rounded to `float32`), and `cprop_add_int`, `cprop_sub_int`,
+/// `cprop_mul_int` on `int64` (integer division truncates in Knossos and is not folded).
+/// The folded value cannot be written in the rule DSL, so these rules are built here and
+/// added by the Knossos front end (see docs/knossos.md) and, as the rule set `fold`, by
+/// the ONNX front end's defaults (docs/rules.md).
 ///
 /// ```
 /// let rs = _core::rules::constant_folding();
-/// assert_eq!(rs.len(), 7);
+/// assert_eq!(rs.len(), 11);
 /// assert!(rs.rules.iter().all(|r| r.fold.is_some()));
 /// ```
 pub fn constant_folding() -> RuleSet {
     let mut rules = Vec::new();
     let ops = [FoldOp::Add, FoldOp::Sub, FoldOp::Mul, FoldOp::Div];
-    for (dtype, suffix, integral) in [("float64", "", false), ("int64", "_int", true)] {
+    let kinds = [
+        ("float64", "", false, false),
+        ("float32", "_f32", false, true),
+        ("int64", "_int", true, false),
+    ];
+    for (dtype, suffix, integral, single) in kinds {
         for op in ops {
             if integral && op == FoldOp::Div {
                 continue;
@@ -217,6 +230,7 @@ pub fn constant_folding() -> RuleSet {
                     b: "?b".parse().expect("var"),
                     out: "?c".parse().expect("var"),
                     integral,
+                    single,
                 }),
             });
         }
