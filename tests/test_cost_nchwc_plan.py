@@ -1,4 +1,4 @@
-"""onnxruntime's NCHWc layout over a whole program: ``layout.nchwc_plan`` against the
+"""onnxruntime's NCHWc layout over a whole program: ``nchwc.nchwc_plan`` against the
 reorders onnxruntime's own optimised graph holds, and ``profile`` / ``learned`` pricing a
 program with them. Prices come from stored records, never from this machine's speed."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from tensat_py.builder import GraphBuilder
-from tensat_py.cost import layout
+from tensat_py.cost import layout, nchwc
 from tensat_py.cost.base import graph_contexts
 from tensat_py.cost.database import Record
 from tensat_py.cost.ort_fusion import ort_fusions
@@ -48,7 +48,7 @@ def _ort(graph) -> tuple[int, int]:
 
 
 def _plan(graph, block) -> tuple[int, int]:
-    plan = layout.nchwc_plan(graph, block, ort_fusions(graph))
+    plan = nchwc.nchwc_plan(graph, block, ort_fusions(graph))
     kinds = collections.Counter(k for k, _ in plan.reorders)
     return kinds["input"], kinds["output"]
 
@@ -171,7 +171,7 @@ def test_what_onnxruntime_folds_into_a_convolution_stays_nchwc(op, block):
 
 def test_no_plan_without_nchwc():
     graph = _merged_cell(GraphBuilder())
-    plan = layout.nchwc_plan(graph, 0)
+    plan = nchwc.nchwc_plan(graph, 0)
     assert plan.reorders == plan.measured == () and not plan.nchwc
 
 
@@ -180,7 +180,7 @@ def _priced(db, fp, graph, seconds: float, reorder: float) -> None:
     recs = [Record(layout.BLOCK_SIGNATURE, "__nchwc_block__", 8, 0.0, 0, 8)]
     for c in graph_contexts(graph):
         recs.append(Record(signature(c), c.op, seconds, 0.0, 7, seconds))
-    plan = layout.nchwc_plan(graph, 8)
+    plan = nchwc.nchwc_plan(graph, 8)
     split = [r for c in graph_contexts(graph) for r in layout.reorders(c, 8)]
     for kind, shape in {*plan.reorders, *plan.measured, *split}:
         sig = layout.reorder_signature(kind, shape)
@@ -194,7 +194,7 @@ def test_profile_prices_the_programs_reorders_in_place_of_those_its_figures_hold
     _priced(model.db, model.fingerprint, graph, 1.0, 0.25)
     call, _ = model.overhead()
     ctxs = model.program_contexts(graph)
-    plan = layout.nchwc_plan(graph, 8)
+    plan = nchwc.nchwc_plan(graph, 8)
     figures = sum(model.costs(ctxs))
     # Each of the program's reorders added, each one held by an NCHWc convolution's or
     # pool's figure, or by the split's estimate, taken out.
@@ -219,7 +219,7 @@ def test_learned_prices_the_programs_reorders_at_the_cached_rate(cache):
     rates = layout.ReorderRates.from_records(prof.db.records(prof.fingerprint), call, per_node)
     kw = {"overhead": (call, per_node), "nchwc": (8, rates)}
     model = LearnedCostModel(lambda x: [5.0] * len(x), "cpu", prof.fingerprint, **kw)
-    plan = layout.nchwc_plan(graph, 8)
+    plan = nchwc.nchwc_plan(graph, 8)
     ctxs = model.program_contexts(graph)
     held = [*plan.measured, *(r for c in ctxs for r in layout.reorders(c, 8))]
     want = sum(model.costs(ctxs)) + sum(rates.price(k, s) for k, s in plan.reorders)

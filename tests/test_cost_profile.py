@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from tensat_py.builder import GraphBuilder
 from tensat_py.cli import main
-from tensat_py.cost import layout
+from tensat_py.cost import layout, nchwc
 from tensat_py.cost.base import graph_contexts, make_context
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.profile import (
@@ -56,7 +56,7 @@ def test_each_distinct_operator_is_measured_once_and_cached(cache):
     m = ProfileCostModel("cpu")
     first = m.graph_cost(g)
     # the program's NCHWc reorders and those the convolutions' figures hold, once a shape
-    plan = layout.nchwc_plan(g, m.nchwc())
+    plan = nchwc.nchwc_plan(g, m.nchwc())
     reorders = {layout.reorder_signature(k, s) for k, s in {*plan.reorders, *plan.measured}}
     assert len(_priced_signatures(g)) == 2  # one conv, one relu signature
     assert m.measured == 2 + len(reorders)

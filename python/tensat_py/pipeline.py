@@ -57,9 +57,9 @@ __all__ = [
 ]
 
 RULES_DIR = Path(__file__).parent / "rules"
+"""Folder of the shipped rule files (``rules/`` in the repository)."""
 #: The name of the built-in constant-folding rule set in :func:`load_rules`.
 FOLD = "fold"
-"""Folder of the shipped rule files (``rules/`` in the repository)."""
 
 #: Relative cost difference taken as float rounding: a candidate that differs from the
 #: input and is cheaper by less than this share is not cheaper (``fallback-not-cheaper``).

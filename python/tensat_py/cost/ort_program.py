@@ -8,14 +8,14 @@ a candidate is cheaper than its input; an e-graph's per-node prices cannot see e
 
 * the chains onnxruntime fuses into one kernel (:func:`tensat_py.cost.ort_fusion.
   ort_fusions`): each is priced as its fused operator;
-* the NCHWc layout (:func:`tensat_py.cost.layout.nchwc_plan`): onnxruntime's optimised
+* the NCHWc layout (:func:`tensat_py.cost.nchwc.nchwc_plan`): onnxruntime's optimised
   graph holds a reorder at each boundary between an NCHWc tensor and a plain operator.
   A one-operator figure of an NCHWc convolution or pool was measured with its input
   reordered in and its output out again, while inside a program its neighbours may read
   NCHWc directly. The program's price is therefore the sum of its figures, less the
-  reorders those figures hold (:attr:`~tensat_py.cost.layout.NchwcPlan.measured`) and
+  reorders those figures hold (:attr:`~tensat_py.cost.nchwc.NchwcPlan.measured`) and
   the per-``split`` estimate the figures carry (:func:`tensat_py.cost.layout.reorders`),
-  plus the reorders the program has (:attr:`~tensat_py.cost.layout.NchwcPlan.reorders`),
+  plus the reorders the program has (:attr:`~tensat_py.cost.nchwc.NchwcPlan.reorders`),
   each at the model's price of one reorder.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tensat_py.cost import layout
+from tensat_py.cost import layout, nchwc
 from tensat_py.cost.base import CostContext, Fusion, graph_contexts
 from tensat_py.cost.ort_fusion import ort_fusions
 from tensat_py.graph import Graph
@@ -33,7 +33,7 @@ __all__ = ["OrtProgram", "ReorderPrice"]
 #: Seconds for one reorder (``"input"`` / ``"output"``) of a float32 NCHW shape.
 ReorderPrice = Callable[[str, tuple[int, ...]], float]
 
-#: Operators :func:`~tensat_py.cost.layout.nchwc_plan` can put in NCHWc on their own.
+#: Operators :func:`~tensat_py.cost.nchwc.nchwc_plan` can put in NCHWc on their own.
 _NCHWC_ROOTS = frozenset({"conv2d", "poolmax", "poolavg", "opaque"})
 
 
@@ -89,7 +89,7 @@ class OrtProgram:
         if pricing is None:
             return 0.0
         block, price = pricing
-        plan = layout.nchwc_plan(graph, block, fusions)
+        plan = nchwc.nchwc_plan(graph, block, fusions)
         held = [r for c in ctxs if not c.constant for r in layout.reorders(c, block)]
         held += plan.measured
         return sum(price(k, s) for k, s in plan.reorders) - sum(price(k, s) for k, s in held)
