@@ -3,11 +3,8 @@
 and ``learned`` add their figures. Prices come from stored records, never from this
 machine's speed."""
 
-import collections
-import tempfile
-from pathlib import Path
-
 import pytest
+from ort_helpers import optimised_ops
 from tensat_py.builder import GraphBuilder
 from tensat_py.cost import layout
 from tensat_py.cost.base import CostContext, graph_contexts
@@ -76,19 +73,7 @@ def _conv_pair(merged: bool):
 
 
 def _ort_reorders(graph) -> int:
-    import onnx
-    import onnxruntime as ort
-    from tensat_py.frontends.onnx import to_model
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "opt.onnx"
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.optimized_model_filepath = str(path)
-        so.log_severity_level = 3
-        data = to_model(graph, weights="random").SerializeToString()
-        ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-        ops = collections.Counter(n.op_type for n in onnx.load(str(path)).graph.node)
+    ops = optimised_ops(graph)
     return ops["ReorderInput"] + ops["ReorderOutput"]
 
 

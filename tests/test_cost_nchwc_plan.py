@@ -3,10 +3,9 @@ reorders onnxruntime's own optimised graph holds, and ``profile`` / ``learned`` 
 program with them. Prices come from stored records, never from this machine's speed."""
 
 import collections
-import tempfile
-from pathlib import Path
 
 import pytest
+from ort_helpers import optimised_ops
 from tensat_py.builder import GraphBuilder
 from tensat_py.cost import layout, nchwc
 from tensat_py.cost.base import graph_contexts
@@ -31,19 +30,7 @@ def cache(tmp_path, monkeypatch):
 
 def _ort(graph) -> tuple[int, int]:
     """(ReorderInput, ReorderOutput) nodes in onnxruntime's optimised graph of ``graph``."""
-    import onnx
-    import onnxruntime as ort
-    from tensat_py.frontends.onnx import to_model
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "opt.onnx"
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.optimized_model_filepath = str(path)
-        so.log_severity_level = 3
-        data = to_model(graph, weights="random").SerializeToString()
-        ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-        ops = collections.Counter(n.op_type for n in onnx.load(str(path)).graph.node)
+    ops = optimised_ops(graph)
     return ops["ReorderInput"], ops["ReorderOutput"]
 
 

@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 import tensat_py
 from onnx import TensorProto, helper, numpy_helper
+from ort_helpers import optimised_ops
 from tensat_py.cost.base import graph_contexts
 from tensat_py.cost.ort_fusion import ort_fusions
 from tensat_py.cost.profile import Measurement, OrtBackend, ProfileCostModel
@@ -119,13 +119,7 @@ def _gelu_then_matmul():
 
 def _ort_ops(model, tmp_path):
     """Operator types in onnxruntime's optimised graph (CPU, ORT_ENABLE_ALL)."""
-    src, dst = tmp_path / "in.onnx", tmp_path / "ort.onnx"
-    onnx.save(model, str(src))
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.optimized_model_filepath = str(dst)
-    ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
-    return {n.op_type for n in onnx.load(str(dst)).graph.node}
+    return set(optimised_ops(model))
 
 
 def _ours(model, tmp_path):
