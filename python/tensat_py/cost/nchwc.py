@@ -29,10 +29,11 @@ _CONV_ACTS = frozenset(
     {"relu", "sigmoid", "tanh", "leaky_relu", "clip", "hard_sigmoid", "hard_swish"}
 )
 #: Activations onnxruntime runs on an NCHWc tensor as it is: ``TransformActivation``'s
-#: Relu, Sigmoid and Tanh, and, in onnxruntime 1.32 (each checked between two NCHWc
-#: convolutions in tests/test_cost_layout.py), HardSigmoid, HardSwish and Gelu (also the
-#: erf chain it fuses into one). LeakyRelu, Clip (when not folded into the convolution),
-#: Erf, Exp, Sqrt, Neg, Abs, Softplus and a binary operator with a constant are not.
+#: Relu, Sigmoid and Tanh, and, in onnxruntime 1.32, HardSigmoid, HardSwish and Gelu (also
+#: the erf chain it fuses into one). LeakyRelu, Clip (when not folded into the
+#: convolution), Erf, Exp, Sqrt, Neg, Abs, Softplus and a binary operator with a constant
+#: are not. Each was checked between two NCHWc convolutions; tests/test_cost_nchwc_plan.py
+#: pins the first six and LeakyRelu, Clip, Exp and Erf.
 _NCHWC_ACTS = frozenset({"relu", "sigmoid", "tanh", "hard_sigmoid", "hard_swish", "gelu"})
 _ADDS = frozenset({"add", "ewadd"})
 _MULS = frozenset({"mul", "ewmul"})
