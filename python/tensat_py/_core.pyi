@@ -72,6 +72,11 @@ class RuleSet:
     def constant_folding() -> RuleSet:
         """The built-in constant-folding rules (RLO's ``cprop_*``) on scalar literals."""
     @staticmethod
+    def layout() -> RuleSet:
+        """The built-in layout rules (``se-gate-upsample``, ``se-gate-upsample-l``): a
+        squeeze-excite gate ``[N, C, 1, 1]`` times ``x`` ``[N, C, H, W]`` rewritten with the
+        gate resized (nearest) to the shape of ``x``."""
+    @staticmethod
     def union(sets: Sequence[RuleSet]) -> RuleSet:
         """The rules of ``sets`` in order; ``ValueError`` when two share a rule name."""
     def names(self) -> list[str]: ...

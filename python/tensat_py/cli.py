@@ -73,9 +73,10 @@ def main() -> None:
 @click.option(
     "--rules",
     default=None,
-    help="Rule file name or path, or fold (the built-in constant folding); several "
-    "joined by + (taso+tensor). Default: the input format's (taso for zoo and .model, "
-    "taso+tensor+general+fold for .onnx).",
+    help="Rule file name or path, or a built-in set: fold (constant folding), layout "
+    "(squeeze-excite gate upsampled for onnxruntime's NCHWc layout); several joined by + "
+    "(taso+tensor). Default: the input format's (taso for zoo and .model, "
+    "taso+tensor+general+fold+layout for .onnx).",
 )
 @click.option(
     "--k-multi", default=1, show_default=True, help="Iterations with multi-pattern rules."

@@ -60,6 +60,9 @@ RULES_DIR = Path(__file__).parent / "rules"
 """Folder of the shipped rule files (``rules/`` in the repository)."""
 #: The name of the built-in constant-folding rule set in :func:`load_rules`.
 FOLD = "fold"
+#: The name of the built-in layout rule set in :func:`load_rules` (the squeeze-excite gate
+#: upsampled to the gated tensor's shape, ``_core.RuleSet.layout()``).
+LAYOUT = "layout"
 
 #: Relative cost difference taken as float rounding: a candidate that differs from the
 #: input and is cheaper by less than this share is not cheaper (``fallback-not-cheaper``).
@@ -192,14 +195,18 @@ def load_rules(
     """Resolves a rule set.
 
     Args:
-        rules: a shipped rule file's name (``"taso"`` for ``rules/taso.rules``), ``"fold"``
-            (the Rust core's built-in constant folding of scalar literals,
-            ``_core.RuleSet.constant_folding()``, which no rule file can write), a path to
-            a ``.rules`` file, an already parsed ``RuleSet``, several of them joined by
-            ``+`` (``"taso+tensor+fold"``) or a sequence of them (their rules in order).
+        rules: a shipped rule file's name (``"taso"`` for ``rules/taso.rules``), a
+            built-in set of the Rust core whose targets no rule file can write: ``"fold"``
+            (constant folding of scalar literals, ``_core.RuleSet.constant_folding()``) or
+            ``"layout"`` (a squeeze-excite gate upsampled to the gated tensor's shape,
+            ``_core.RuleSet.layout()``), a path to a ``.rules`` file, an already parsed
+            ``RuleSet``, several of them joined by ``+`` (``"taso+tensor+fold"``) or a
+            sequence of them (their rules in order). A file of the same name in the
+            current folder shadows a built-in set.
 
     Raises:
-        FileNotFoundError: when no such rule file exists (the message lists the shipped ones).
+        FileNotFoundError: when no such rule file exists (the message lists the shipped and
+            built-in ones).
         ValueError: ``file:line:col: message`` on a syntax error; two files sharing a rule
             name.
     """
@@ -217,16 +224,17 @@ def load_rules(
         if not sets:
             raise ValueError("no rule files given")
         return sets[0] if len(sets) == 1 else _core.RuleSet.union(sets)
-    if rules == FOLD and not Path(rules).exists():
-        return _core.RuleSet.constant_folding()
+    built_in = {FOLD: _core.RuleSet.constant_folding, LAYOUT: _core.RuleSet.layout}
+    if isinstance(rules, str) and rules in built_in and not Path(rules).exists():
+        return built_in[rules]()
     path = Path(rules)
     if not path.suffix and not path.exists():
         path = RULES_DIR / f"{rules}.rules"
     if not path.is_file():
         shipped = sorted(p.stem for p in RULES_DIR.glob("*.rules"))
         raise FileNotFoundError(
-            f"no rule file {str(rules)!r}{suggest(str(rules), [*shipped, FOLD])} "
-            f"(shipped: {', '.join(shipped)}; built in: {FOLD})"
+            f"no rule file {str(rules)!r}{suggest(str(rules), [*shipped, *built_in])} "
+            f"(shipped: {', '.join(shipped)}; built in: {', '.join(built_in)})"
         )
     return _load_rules_cached(str(path.resolve()), path.stat().st_mtime)
 

@@ -245,6 +245,17 @@ impl RuleSet {
         }
     }
 
+    /// The built-in layout rules (`rules::layout_rules`, the rule set `layout`):
+    /// `se-gate-upsample` and `se-gate-upsample-l` write a squeeze-excite gate's broadcast
+    /// product `(mul ?x ?g)`, `?x` `[N, C, H, W]` and `?g` `[N, C, 1, 1]`, with the gate
+    /// resized (nearest) to the shape of `?x`, which onnxruntime runs in its NCHWc layout.
+    #[staticmethod]
+    fn layout() -> RuleSet {
+        RuleSet {
+            inner: rules::layout_rules(),
+        }
+    }
+
     /// The rules of `sets` in order; `ValueError` when two share a rule name.
     #[staticmethod]
     fn union(sets: Vec<PyRef<'_, RuleSet>>) -> PyResult<RuleSet> {

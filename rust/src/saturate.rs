@@ -912,6 +912,63 @@ mod tests {
         assert_eq!(ex.egraph.number_of_classes(), classes);
     }
 
+    /// Explores `prog` with the built-in layout rules; returns the explorer and stats.
+    fn explore_layout(prog: &str) -> (Explorer, Stats) {
+        let rs = crate::rules::layout_rules();
+        let mut ex = Explorer::new(&prog.parse().unwrap());
+        let stats = ex.run(&rs, &Config::default());
+        (ex, stats)
+    }
+
+    /// Whether the e-graph holds `expr` as e-nodes already (adds nothing).
+    fn holds(ex: &Explorer, expr: &str) -> bool {
+        ex.egraph.lookup_expr(&expr.parse().unwrap()).is_some()
+    }
+
+    /// The number of `resize` e-nodes in the e-graph.
+    fn resizes(ex: &Explorer) -> usize {
+        let nodes = ex.egraph.classes().flat_map(|c| &c.nodes);
+        nodes.filter(|n| n.is_op("resize")).count()
+    }
+
+    #[test]
+    fn se_gate_upsample_adds_the_gate_resized_to_the_gated_shape() {
+        let prog = "(mul (input x@1_8_4_4) (input g@1_8_1_1))";
+        let (mut ex, _) = explore_layout(prog);
+        assert_eq!(resizes(&ex), 1);
+        let resize = "(resize (input g@1_8_1_1) [1,8,4,4] nearest)";
+        assert!(holds(&ex, resize));
+        let target = format!("(mul (input x@1_8_4_4) {resize})");
+        assert!(holds(&ex, &target));
+        assert!(same_class(&mut ex, prog, &target));
+    }
+
+    #[test]
+    fn se_gate_upsample_takes_the_gate_as_the_left_operand() {
+        let prog = "(mul (input g@1_8_1_1) (input x@1_8_4_4))";
+        let (mut ex, _) = explore_layout(prog);
+        assert_eq!(resizes(&ex), 1);
+        let target = "(mul (resize (input g@1_8_1_1) [1,8,4,4] nearest) (input x@1_8_4_4))";
+        assert!(holds(&ex, target));
+        assert!(same_class(&mut ex, prog, target));
+    }
+
+    #[test]
+    fn se_gate_upsample_needs_a_broadcast_gate_over_a_larger_image() {
+        for prog in [
+            // No broadcast: the gate has x's shape.
+            "(mul (input x@1_8_4_4) (input g@1_8_4_4))",
+            // H * W == 1: nothing to upsample.
+            "(mul (input x@1_8_1_1) (input g@1_8_1_1))",
+            // Channels differ (the gate broadcasts over channels too).
+            "(mul (input x@1_8_4_4) (input g@1_1_1_1))",
+        ] {
+            let (ex, stats) = explore_layout(prog);
+            assert_eq!(stats.applied, 0, "{prog}");
+            assert_eq!(resizes(&ex), 0, "{prog}");
+        }
+    }
+
     /// Tensat's merge of two matmuls that share their left operand (mirror-symmetric).
     const MATMUL_MERGE: &str = "m: (matmul ?a ?x ?y), (matmul ?a ?x ?z) => \
         (split_0 (split 1 (matmul ?a ?x (concat 1 2 ?y ?z)))), \

@@ -36,6 +36,7 @@ __all__ = [
     "OpCostModel",
     "Operand",
     "make_context",
+    "context_nodes",
     "graph_contexts",
     "export_contexts",
     "opdef",
@@ -280,6 +281,14 @@ def opdef(op: str, model: str = "cost model") -> ops.OpDef:
     return d
 
 
+def context_nodes(graph: Graph, fusions: Mapping[int, Fusion] | None = None) -> list[int]:
+    """The ids of the nodes :func:`graph_contexts` gives a context, in its order: the
+    nodes some output depends on, less those a chain of ``fusions`` absorbs."""
+    absorbed = {a for f in (fusions or {}).values() for a in f.absorbed}
+    keep = graph.live()
+    return [nid for nid in range(len(graph.nodes)) if keep[nid] and nid not in absorbed]
+
+
 def graph_contexts(graph: Graph, fusions: Mapping[int, Fusion] | None = None) -> list[CostContext]:
     """The contexts of the nodes some output of ``graph`` depends on, in node order. An
     operand that more than one live node reads, or that is also a program output, carries
@@ -288,7 +297,6 @@ def graph_contexts(graph: Graph, fusions: Mapping[int, Fusion] | None = None) ->
     ``fusions`` (by node id) replace that node's context by the fused kernel's (its
     operator, parameters and operands) and drop the nodes each absorbs."""
     fusions = fusions or {}
-    absorbed = {a for f in fusions.values() for a in f.absorbed}
     keep = graph.live()
     readers = [0] * len(graph.nodes)
     for nid, node in enumerate(graph.nodes):
@@ -312,9 +320,8 @@ def graph_contexts(graph: Graph, fusions: Mapping[int, Fusion] | None = None) ->
             _shape_of(node.type),
         ):
             labels[-1].add("conv2d")
-    for nid, node in enumerate(graph.nodes):
-        if not keep[nid] or nid in absorbed:
-            continue
+    for nid in context_nodes(graph, fusions):
+        node = graph.nodes[nid]
         op, params, ins = node.op, node.params, node.inputs
         f = fusions.get(nid)
         if f is not None:

@@ -13,10 +13,17 @@ profile-guided merges had 94 reorder nodes in onnxruntime's optimised graph, 16.
 
 Two levels:
 
-* per operator, for an e-graph's prices (:func:`reorders`, :func:`adjust`): a ``split``
-  along the channels of a convolution's output is priced with a ``ReorderOutput`` of its
-  input and a ``ReorderInput`` of each block-aligned part (its readers assumed NCHWc
-  convolutions);
+* per operator, for an e-graph's prices (:func:`reorders`, :func:`nchwc_kernel`,
+  :func:`adjust`): a ``split`` along the channels of a convolution's output is priced with
+  a ``ReorderOutput`` of its input and a ``ReorderInput`` of each block-aligned part (its
+  readers assumed NCHWc convolutions); a squeeze-excite gate ``mul(x[N,C,H,W],
+  g[N,C,1,1])``, a broadcast no NCHWc kernel runs, with a ``ReorderOutput`` of each
+  operand an NCHWc operator may produce and a ``ReorderInput`` of the product (its reader
+  assumed an NCHWc convolution); a nearest ``resize`` by whole factors of such a tensor is
+  priced as onnxruntime's NCHWc ``Upsample`` (measured in NCHWc) in place of its
+  one-operator figure (a plain ``Resize``, several times dearer). The ``layout`` rules
+  (``_core.RuleSet.layout()``) offer ``mul(x, resize(g, shape(x), nearest))`` for each
+  such gate;
 * per program (:func:`tensat_py.cost.nchwc.nchwc_plan`, priced by
   :class:`tensat_py.cost.ort_program.OrtProgram`): NchwcTransformer followed over the
   whole program: the reorders of onnxruntime's optimised graph (for the NasNet-A
@@ -33,12 +40,13 @@ prices them at the cached seconds per byte (:class:`ReorderRates`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from tensat_py import ops
+from tensat_py.cost.base import SHARED
 from tensat_py.graph import TensorType
 
 __all__ = [
@@ -49,6 +57,7 @@ __all__ = [
     "adjust",
     "measure_reorder",
     "nchwc_block",
+    "nchwc_kernel",
     "reorder_op",
     "reorder_signature",
     "reorders",
@@ -61,32 +70,128 @@ BLOCK_SIGNATURE = '{"calibration":"nchwc block"}'
 #: Block sizes probed, smallest first (AVX2, AVX-512).
 BLOCKS = (8, 16)
 
-#: One reorder: ``("input" | "output", NCHW shape)``.
+#: One NCHWc copy: ``("input" | "output", NCHW shape)`` for a ``ReorderInput`` /
+#: ``ReorderOutput``; ``("upsample", (N, C, H, W, sh, sw))`` for an NCHWc ``Upsample`` of
+#: an NCHW-shaped ``[N, C, H, W]`` input by whole factors ``sh``, ``sw`` (the product of
+#: the tuple is the output's element count, as a reorder's is its tensor's).
 Reorder = tuple[str, tuple[int, ...]]
+
+#: Producer labels (:func:`tensat_py.cost.base.producer_label`) of operators that may
+#: leave their output in NCHWc: convolutions (with an activation fused or not), sums onto
+#: one, and the activations onnxruntime runs on an NCHWc tensor as it is
+#: (``tensat_py.cost.nchwc``).
+_MAY_BE_NCHWC = frozenset(
+    {"conv2d", "conv2d+act", "relu", "sigmoid", "tanh", "hard_sigmoid", "hard_swish", "gelu"}
+)
 
 
 def reorder_op(kind: str) -> str:
-    """The cache record's operator name of a ``kind`` (``"input"``/``"output"``) reorder,
-    a calibration name (``__reorder_input__``)."""
+    """The cache record's operator name of a ``kind`` copy (``"input"``/``"output"``
+    reorder, ``"upsample"``), a calibration name (``__reorder_input__``)."""
     return f"__reorder_{kind}__"
 
 
 def reorder_signature(kind: str, shape: Sequence[int]) -> str:
-    """The cache signature of one ``Reorder{Input,Output}`` of an NCHW float32 ``shape``."""
+    """The cache signature of one NCHWc copy (:data:`Reorder`): a
+    ``Reorder{Input,Output}`` of an NCHW float32 ``shape``, or an ``Upsample``."""
     return json.dumps(
         {"calibration": "nchwc reorder", "kind": kind, "shape": [int(d) for d in shape]},
         separators=(",", ":"),
     )
 
 
+def upsample_key(x: Sequence[int], sizes: Sequence[int]) -> tuple[int, ...] | None:
+    """The :data:`Reorder` shape of onnxruntime's NCHWc ``Upsample`` for a nearest
+    ``resize`` of 4-D ``x`` to ``sizes``: ``(N, C, H, W, sh, sw)``; None unless batch and
+    channels are kept and each spatial axis grows by a whole factor (onnxruntime's
+    ``TransformResize`` condition).
+
+    Example:
+        >>> upsample_key((1, 16, 1, 1), (1, 16, 7, 7))
+        (1, 16, 1, 1, 7, 7)
+        >>> upsample_key((1, 16, 2, 2), (1, 16, 3, 3)) is None
+        True
+    """
+    x, sizes = tuple(int(d) for d in x), tuple(int(d) for d in sizes)
+    if len(x) != 4 or len(sizes) != 4 or sizes[:2] != x[:2]:
+        return None
+    if any(d <= 0 or s % d for d, s in zip(x[2:], sizes[2:], strict=True)):
+        return None
+    return (*x, sizes[2] // x[2], sizes[3] // x[3])
+
+
+def _may_be_nchwc(labels: Iterable[str]) -> bool:
+    return any(lab.rsplit("<", 1)[-1] in _MAY_BE_NCHWC for lab in labels)
+
+
+def _float4d(t: Any) -> bool:
+    return isinstance(t, TensorType) and t.dtype == "float32" and len(t.shape) == 4
+
+
+def nchwc_kernel(ctx: ops.OpContext, block: int) -> Reorder | None:
+    """The NCHWc kernel onnxruntime runs ``ctx`` with, when it is priced in place of the
+    operator's one-operator figure at NCHWc block ``block`` (0: none): ``("upsample",
+    key)`` (:func:`upsample_key`) for a nearest float32 ``resize`` by whole factors whose
+    operand an NCHWc operator may produce (measured alone, a one-node ``Resize`` runs
+    onnxruntime's plain kernel, which is several times slower); None otherwise.
+
+    Example:
+        >>> from tensat_py.cost.base import CostContext
+        >>> g = TensorType((1, 16, 1, 1), "float32")
+        >>> up = CostContext("resize", {"sizes": (1, 16, 7, 7), "mode": "nearest"}, [g],
+        ...                  TensorType((1, 16, 7, 7), "float32"),
+        ...                  producers=(frozenset({"hard_sigmoid"}),))
+        >>> nchwc_kernel(up, 8)
+        ('upsample', (1, 16, 1, 1, 7, 7))
+        >>> nchwc_kernel(up, 0) is None
+        True
+    """
+    if block <= 0 or ctx.op != "resize" or ctx.constant or not ctx.inputs:
+        return None
+    x, prods = ctx.inputs[0], getattr(ctx, "producers", ())
+    if not (_float4d(x) and prods and _may_be_nchwc(prods[0])):
+        return None
+    if str(ctx.params.get("mode")) != "nearest":
+        return None
+    key = upsample_key(x.shape, ctx.params.get("sizes", ()))
+    return None if key is None else ("upsample", key)
+
+
+def _per_channel(ctx: ops.OpContext) -> tuple[int, int] | None:
+    """For an ``add`` or ``mul`` of a 4-D float32 ``x[N, C, H, W]`` (H * W > 1) and a
+    per-channel operand (``[N, C, 1, 1]``, ``[1, C, 1, 1]`` or ``[C, 1, 1]``), in either
+    order: the operand positions ``(x, per-channel)``; else None. onnxruntime has no NCHWc
+    kernel for such a broadcast."""
+    if ctx.op not in ("add", "mul") or len(ctx.inputs) != 2:
+        return None
+    for ix, ic in ((0, 1), (1, 0)):
+        x, c = ctx.inputs[ix], ctx.inputs[ic]
+        if not (_float4d(x) and isinstance(c, TensorType)) or x.shape[2] * x.shape[3] <= 1:
+            continue
+        n, ch = x.shape[0], x.shape[1]
+        if tuple(c.shape) in ((n, ch, 1, 1), (1, ch, 1, 1), (ch, 1, 1)):
+            return ix, ic
+    return None
+
+
 def reorders(ctx: ops.OpContext, block: int) -> list[Reorder]:
     """The reorders onnxruntime adds around ``ctx`` with NCHWc block ``block`` (0: none).
 
-    Only a ``split`` along axis 1 of a 4-D float32 tensor that a ``conv2d`` (or a sum onto
-    one) may produce (any producer of the operand's class,
-    :attr:`tensat_py.cost.base.CostContext.producers`)
-    with a channel count divisible by ``block`` has any: ``("output", input shape)`` and
-    ``("input", part shape)`` for each part whose channels ``block`` divides.
+    Two kinds of operator have any (the producers of an operand are those of its class,
+    :attr:`tensat_py.cost.base.CostContext.producers`):
+
+    * a ``split`` along axis 1 of a 4-D float32 tensor that a ``conv2d`` (or a sum onto
+      one) may produce, with a channel count divisible by ``block``: ``("output", input
+      shape)`` and ``("input", part shape)`` for each part whose channels ``block``
+      divides;
+    * a per-channel broadcast, ``add`` or ``mul`` of a 4-D float32 ``x[N, C, H, W]``
+      (H * W > 1) and a per-channel operand (``[N, C, 1, 1]``, ``[1, C, 1, 1]`` or
+      ``[C, 1, 1]``: a squeeze-excite gate, or a bias onnxruntime cannot fold): ``("output",
+      shape)`` of each operand an NCHWc operator may produce (a convolution, or an
+      activation onnxruntime runs in NCHWc), then ``("input", x's shape)`` for the result
+      when ``x`` is such an operand (read, as in MobileNetV3 and EfficientNet, by a 1x1
+      convolution). A constant operand onto a convolution without activation is folded
+      into it (ConvAddFusion, ConvMulFusion) and has none.
 
     Example:
         >>> from tensat_py.cost.base import CostContext
@@ -98,8 +203,16 @@ def reorders(ctx: ops.OpContext, block: int) -> list[Reorder]:
         [('output', (1, 64, 28, 28)), ('input', (1, 32, 28, 28)), ('input', (1, 32, 28, 28))]
         >>> reorders(ctx, 0)
         []
+        >>> gate = CostContext("mul", {}, [part, TensorType((1, 32, 1, 1), "float32")], part,
+        ...                    producers=(frozenset({"hard_swish"}), frozenset({"sigmoid"})))
+        >>> reorders(gate, 8)
+        [('output', (1, 32, 28, 28)), ('output', (1, 32, 1, 1)), ('input', (1, 32, 28, 28))]
     """
-    if block <= 0 or ctx.op != "split" or ctx.constant:
+    if block <= 0 or ctx.constant:
+        return []
+    if ctx.op in ("add", "mul"):
+        return _broadcast_reorders(ctx)
+    if ctx.op != "split":
         return []
     prods = getattr(ctx, "producers", ())
     x = ctx.inputs[0] if ctx.inputs else None
@@ -114,6 +227,24 @@ def reorders(ctx: ops.OpContext, block: int) -> list[Reorder]:
     for p in parts:
         if isinstance(p, TensorType) and p.shape[1] % block == 0:
             out.append(("input", tuple(p.shape)))
+    return out
+
+
+def _broadcast_reorders(ctx: ops.OpContext) -> list[Reorder]:
+    """:func:`reorders` of an ``add`` or ``mul``: those of a per-channel broadcast onnxruntime
+    does not fold into a convolution, else none."""
+    pos, prods = _per_channel(ctx), getattr(ctx, "producers", ())
+    if pos is None or len(prods) != 2:
+        return []
+    consts = getattr(ctx, "operand_constant", ())
+    x_prods = prods[pos[0]]
+    if len(consts) == 2 and consts[pos[1]] and "conv2d" in x_prods and SHARED not in x_prods:
+        return []  # folded into the convolution's bias or weights
+    out: list[Reorder] = [
+        ("output", tuple(ctx.inputs[i].shape)) for i in pos if _may_be_nchwc(prods[i])
+    ]
+    if _may_be_nchwc(prods[pos[0]]):
+        out.append(("input", tuple(ctx.inputs[pos[0]].shape)))
     return out
 
 
@@ -170,15 +301,32 @@ def nchwc_block(threads: int = 0) -> int:
     return 0
 
 
-def _reorder_model(kind: str, x_shape: Sequence[int], channels: int) -> Any:
-    """A one-node model of a ``kind`` reorder of an input of ``x_shape`` (for
-    ``ReorderOutput``, the NCHWc tensor of ``channels`` logical channels)."""
+def _reorder_model(kind: str, x_shape: Sequence[int], shape: Sequence[int]) -> Any:
+    """A one-node model of the NCHWc copy ``(kind, shape)`` (:data:`Reorder`) of an input
+    of ``x_shape``: a ``ReorderInput``, a ``ReorderOutput`` (of an NCHWc tensor of
+    ``shape[1]`` logical channels) or an ``Upsample`` (nearest, asymmetric, as
+    onnxruntime's ``TransformResize`` writes it)."""
     from onnx import helper
 
-    op = "ReorderInput" if kind == "input" else "ReorderOutput"
-    attrs = {"channels": channels} if kind == "output" else {}
+    if kind == "upsample":
+        scales = [1, 1, int(shape[4]), int(shape[5])]
+        node = helper.make_node(
+            "Upsample",
+            ["x"],
+            ["y"],
+            domain=NCHWC_DOMAIN,
+            mode="nearest",
+            coordinate_transformation_mode="asymmetric",
+            scales=scales,
+        )
+    elif kind == "output":
+        node = helper.make_node(
+            "ReorderOutput", ["x"], ["y"], domain=NCHWC_DOMAIN, channels=int(shape[1])
+        )
+    else:
+        node = helper.make_node("ReorderInput", ["x"], ["y"], domain=NCHWC_DOMAIN)
     graph = helper.make_graph(
-        [helper.make_node(op, ["x"], ["y"], domain=NCHWC_DOMAIN, **attrs)],
+        [node],
         "reorder",
         [helper.make_tensor_value_info("x", 1, list(x_shape))],
         [helper.make_tensor_value_info("y", 1, None)],
@@ -203,18 +351,26 @@ def measure_reorder(
     timing: Mapping[str, Any],
     block: int = 0,
 ) -> Any:
-    """Times one ``Reorder{Input,Output}`` of float32 NCHW ``shape`` alone on onnxruntime,
-    with the backend's ``session`` and ``bound_call`` and :func:`~tensat_py.cost.profile.
+    """Times one NCHWc copy ``(kind, shape)`` (:data:`Reorder`: a ``Reorder{Input,Output}``
+    of float32 NCHW ``shape``, or an ``Upsample``) alone on onnxruntime, with the
+    backend's ``session`` and ``bound_call`` and :func:`~tensat_py.cost.profile.
     time_callable`'s ``timing`` options; returns its ``Measurement``. The input of a
-    ``ReorderOutput`` is the NCHWc tensor, its channels padded to ``block`` (onnxruntime
-    refuses any other; 0: taken as aligned); the values do not matter to the copy."""
+    ``ReorderOutput`` or ``Upsample`` is an NCHWc tensor, its channels padded to
+    ``block`` (onnxruntime refuses any other; 0: taken as aligned); the values do not
+    matter to the copy.
+
+    Raises:
+        ValueError: ``kind`` is none of ``"input"``, ``"output"``, ``"upsample"``.
+    """
     from tensat_py.cost.profile import time_callable
 
-    x_shape = tuple(shape)
-    if kind == "output":
+    if kind not in ("input", "output", "upsample"):
+        raise ValueError(f"NCHWc copy kind {kind!r} is not input, output or upsample")
+    x_shape = tuple(int(d) for d in shape[:4])
+    if kind != "input":
         x_shape = (x_shape[0], _padded(x_shape[1], block), *x_shape[2:])
     x = np.random.default_rng(0).uniform(0.5, 1.5, x_shape).astype(np.float32)
-    sess = session(_reorder_model(kind, x_shape, int(shape[1])))
+    sess = session(_reorder_model(kind, x_shape, shape))
     return time_callable(bound_call(sess, {"x": x}), **timing)
 
 
@@ -225,19 +381,27 @@ def adjust(
     price: Callable[[str, tuple[int, ...]], float],
 ) -> list[float]:
     """``costs`` (seconds) with the reorders of each of ``ctxs`` (:func:`reorders` at
-    ``block``) added at ``price(kind, shape)`` seconds each; unpriced (0) entries stay 0."""
+    ``block``) added at ``price(kind, shape)`` seconds each, and the figure of each with an
+    :func:`nchwc_kernel` replaced by that kernel's price (kept when it is 0: unknown);
+    unpriced (0) entries stay 0."""
     out = list(costs)
     if block <= 0:
         return out
     for k, c in enumerate(ctxs):
-        if out[k] > 0.0:
-            out[k] += sum(price(kind, shape) for kind, shape in reorders(c, block))
+        if out[k] <= 0.0:
+            continue
+        kernel = nchwc_kernel(c, block)
+        if kernel is not None:
+            out[k] = price(*kernel) or out[k]
+        out[k] += sum(price(kind, shape) for kind, shape in reorders(c, block))
     return out
 
 
 class ReorderRates:
     """Reorder prices for a model that does not measure (``learned``): per kind, the median
-    seconds per byte of the reorders the profile cache holds, at least ``floor`` seconds.
+    seconds per byte (of the copy's output) of the copies the profile cache holds, at
+    least ``floor`` seconds. An ``"upsample"`` with none cached is priced at the
+    ``"input"`` reorders' rate (both write the NCHWc tensor once).
 
     Args:
         points: per kind (``"input"``, ``"output"``), ``(bytes, seconds)`` measurements.
@@ -256,8 +420,11 @@ class ReorderRates:
         self.floor = floor
 
     def price(self, kind: str, shape: Sequence[int]) -> float:
-        """Seconds for one reorder of float32 ``shape``; 0 when no rate is known."""
+        """Seconds for one copy ``(kind, shape)`` of float32 (:data:`Reorder`); 0 when no
+        rate is known."""
         rate = self.rate.get(kind)
+        if rate is None and kind == "upsample":
+            rate = self.rate.get("input")
         if rate is None:
             return 0.0
         return max(4 * int(np.prod(shape)) * rate, self.floor)
@@ -269,7 +436,7 @@ class ReorderRates:
         from tensat_py.cost.profile import figure
 
         points: dict[str, list[tuple[int, float]]] = {}
-        kinds = {reorder_op(k): k for k in ("input", "output")}
+        kinds = {reorder_op(k): k for k in ("input", "output", "upsample")}
         for r in records:
             if r.op not in kinds:
                 continue

@@ -16,15 +16,18 @@ a candidate is cheaper than its input; an e-graph's per-node prices cannot see e
   reorders those figures hold (:attr:`~tensat_py.cost.nchwc.NchwcPlan.measured`) and
   the per-``split`` estimate the figures carry (:func:`tensat_py.cost.layout.reorders`),
   plus the reorders the program has (:attr:`~tensat_py.cost.nchwc.NchwcPlan.reorders`),
-  each at the model's price of one reorder.
+  each at the model's price of one reorder. A nearest ``resize`` is priced as the NCHWc
+  ``Upsample`` exactly when the plan keeps it in NCHWc (an e-graph's prices guess that
+  from its operand's producers, :func:`tensat_py.cost.layout.nchwc_kernel`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 from tensat_py.cost import layout, nchwc
-from tensat_py.cost.base import CostContext, Fusion, graph_contexts
+from tensat_py.cost.base import CostContext, Fusion, context_nodes, graph_contexts
 from tensat_py.cost.ort_fusion import ort_fusions
 from tensat_py.graph import Graph
 
@@ -80,9 +83,12 @@ class OrtProgram:
         fusions: dict[int, Fusion] | None = None,
     ) -> float:
         """Seconds the NCHWc layout adds to the sum of the figures of ``ctxs`` (the
-        contexts of ``graph`` with ``fusions``): the program's reorders less those its
-        figures already hold; 0 when :attr:`fusion` is off, the graph has no convolution
-        or pool, or :meth:`reorder_price` is None. May be negative."""
+        contexts of ``graph`` with ``fusions``, as :meth:`costs` prices them): the
+        program's reorders less those its figures already hold, and for each ``resize``
+        priced as the NCHWc ``Upsample`` where the plan does not keep it in NCHWc (or the
+        other way round), its plain figure less that kernel's price (or the other way
+        round); 0 when :attr:`fusion` is off, the graph has no convolution or pool, or
+        :meth:`reorder_price` is None. May be negative."""
         if not self.fusion or not any(n.op in _NCHWC_ROOTS for n in graph.nodes):
             return 0.0
         pricing = self.reorder_price()
@@ -92,4 +98,24 @@ class OrtProgram:
         plan = nchwc.nchwc_plan(graph, block, fusions)
         held = [r for c in ctxs if not c.constant for r in layout.reorders(c, block)]
         held += plan.measured
-        return sum(price(k, s) for k, s in plan.reorders) - sum(price(k, s) for k, s in held)
+        total = sum(price(k, s) for k, s in plan.reorders) - sum(price(k, s) for k, s in held)
+        for nid, c in zip(context_nodes(graph, fusions), ctxs, strict=True):
+            if c.op == "resize" and not c.constant:
+                total += self._upsample_correction(c, nid in plan.nchwc, block, price)
+        return total
+
+    def _upsample_correction(
+        self, ctx: CostContext, nchwc_in_plan: bool, block: int, price: ReorderPrice
+    ) -> float:
+        """Seconds to add to a ``resize``'s per-operator price when the program's plan
+        runs it otherwise (as NCHWc ``Upsample`` or as plain ``Resize``)."""
+        guessed = layout.nchwc_kernel(ctx, block)
+        if nchwc_in_plan == (guessed is not None):
+            return 0.0
+        x = ctx.inputs[0]
+        key = guessed or ("upsample", layout.upsample_key(x.shape, ctx.params["sizes"]))
+        kernel = price(key[0], key[1]) if key[1] is not None else 0.0
+        if kernel <= 0.0:  # unknown: the figure stood in for it either way
+            return 0.0
+        plain = self.costs([dataclasses.replace(ctx, producers=())])[0]  # type: ignore[attr-defined]
+        return kernel - plain if nchwc_in_plan else plain - kernel

@@ -33,8 +33,10 @@ read from the producers of its operands, :attr:`~tensat_py.cost.base.CostContext
 at the calibrated per-node cost instead of its one-operator time.
 
 NCHWc layout (onnxruntime): a ``split`` of a convolution's output leaves onnxruntime's
-blocked layout and its parts are reordered back; :mod:`tensat_py.cost.layout` prices
-those reorders (measured alone, cached) on top of the split's own figure, and a whole
+blocked layout and its parts are reordered back, as does a broadcast squeeze-excite gate;
+:mod:`tensat_py.cost.layout` prices those reorders (measured alone, cached) on top of the
+operator's own figure, and a nearest ``resize`` that onnxruntime runs as its NCHWc
+``Upsample`` as that kernel (measured alone in NCHWc); a whole
 program's price (:class:`~tensat_py.cost.ort_program.OrtProgram`) has the reorders of its
 NCHWc layout in place of those the convolutions' and pools' figures hold.
 
@@ -557,9 +559,9 @@ class OrtBackend:
         return layout.nchwc_block(self.threads)
 
     def reorder(self, kind: str, shape: Sequence[int], block: int = 0) -> Measurement:
-        """Times one NCHWc ``Reorder{Input,Output}`` (``kind`` ``"input"``/``"output"``)
-        of float32 NCHW ``shape`` alone at NCHWc block ``block``
-        (:func:`layout.measure_reorder`)."""
+        """Times one NCHWc copy alone at NCHWc block ``block``: a ``Reorder{Input,Output}``
+        (``kind`` ``"input"``/``"output"``) of float32 NCHW ``shape``, or an ``Upsample``
+        (``"upsample"``, :data:`layout.Reorder`) (:func:`layout.measure_reorder`)."""
         return layout.measure_reorder(
             kind, shape, self._session, self._bound_call, self.timing, block
         )
@@ -1066,9 +1068,11 @@ class ProfileCostModel(ColdWeights, OrtProgram, OpCostModel):
 
     def _layout_adjust(self, costs: list[float], ctxs: Sequence[ops.OpContext]) -> list[float]:
         """Adds the NCHWc reorders onnxruntime puts around each of ``ctxs``
-        (:func:`layout.reorders`), each measured once and cached. The block size is probed
-        only once a split that may need reorders is priced."""
-        if not any(layout.reorders(c, 1) for c in ctxs):
+        (:func:`layout.reorders`) and prices an operator it runs with an NCHWc kernel as
+        that kernel (:func:`layout.nchwc_kernel`), each measured once and cached
+        (:func:`layout.adjust`). The block size is probed only once an operator that may
+        need either is priced."""
+        if not any(layout.reorders(c, 1) or layout.nchwc_kernel(c, 1) for c in ctxs):
             return costs
         return layout.adjust(costs, ctxs, self.nchwc(), self._reorder)
 

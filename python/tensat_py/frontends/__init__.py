@@ -141,10 +141,17 @@ def _load() -> None:
     _loaded = True
     register(Frontend("taso", (".model",), _load_taso, None, "taso"))
     # onnxruntime fuses operators the cost models do not see: a predicted gain under 2 %
-    # is within their error (bench/onnx_real.md), so the input is kept.
+    # is within their error (bench/onnx_real.md), so the input is kept. ``fold`` and
+    # ``layout`` are the Rust core's built-in sets (docs/rules.md): constant folding, and a
+    # squeeze-excite gate upsampled so that onnxruntime keeps it in NCHWc.
     register(
         Frontend(
-            "onnx", (".onnx",), _load_onnx, _save_onnx, "taso+tensor+general+fold", min_gain=0.02
+            "onnx",
+            (".onnx",),
+            _load_onnx,
+            _save_onnx,
+            "taso+tensor+general+fold+layout",
+            min_gain=0.02,
         )
     )
     register(
