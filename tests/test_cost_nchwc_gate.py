@@ -228,3 +228,4 @@ def test_optimize_upsamples_a_gate_when_the_profile_prices_the_nchwc_layout(cach
     assert [tuple(n.params["sizes"]) for n in resized] == [(1, 16, 8, 8)]
     # the gate's 3 reorders (10 + 3 x 5 us) gave way to an upsample (1 us)
     assert res.cost_before - res.cost_after == pytest.approx(14e-6, rel=1e-3)
+    assert res.stats["refinement"]["cost"] == pytest.approx(res.cost_after)

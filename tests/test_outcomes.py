@@ -123,8 +123,10 @@ def test_json_has_verify_message_and_phase_seconds() -> None:
     assert {"passed", "runner", "max_abs_error", "max_rel_error", "message"} <= set(obj["verify"])
     assert obj["verify"]["passed"] is True
     phases = obj["stats"]["phase_seconds"]
-    assert set(phases) == {"setup", "exploration", "extraction", "verification", "confirmation"}
+    want = {"setup", "exploration", "extraction", "refinement", "verification", "confirmation"}
+    assert set(phases) == want
     assert phases["verification"] > 0
+    assert phases["refinement"] == 0 and "refinement" not in obj["stats"]  # roofline: none
     assert abs(sum(obj["stats"]["phase_share"].values()) - 1) < 0.05
 
 

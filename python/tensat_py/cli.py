@@ -333,11 +333,16 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
         ("setup (s)", "setup"),
         ("exploration (s)", "exploration"),
         ("extraction (s)", "extraction"),
+        ("refinement (s)", "refinement"),
         ("verification (s)", "verification"),
         ("confirmation (s)", "confirmation"),
     ):
-        if key in phases and (key != "confirmation" or "measured_speedup" in st):
+        shown = {"confirmation": "measured_speedup", "refinement": "refinement"}.get(key)
+        if key in phases and (shown is None or shown in st):
             table.add_row(label, f"{phases[key]:.3f} ({share.get(key, 0.0) * 100:.0f} %)")
+    if "refinement" in st:
+        r = st["refinement"]
+        table.add_row("refinement: e-classes switched / trials", f"{r['switched']} / {r['trials']}")
     if "measured_speedup" in st:
         table.add_row(
             "measured speedup (onnxruntime)",

@@ -32,6 +32,7 @@ from tensat_py import _core
 from tensat_py.cost import get_cost_model
 from tensat_py.egraph import ExtractionProblem, save_json
 from tensat_py.extract import extract
+from tensat_py.extract.refine import Refinement, input_choices, refine
 from tensat_py.graph import Graph
 from tensat_py.options import (
     CycleFilter,
@@ -84,6 +85,11 @@ SOURCE_MARGIN = 0.03
 #: Seconds reserved for the candidate's verification run per second of the reference run.
 VERIFY_RESERVE_FACTOR = 1.5
 
+#: Share of the time left after exploration kept for refining the extracted program
+#: against a cost model that prices whole programs (``prices_programs``; see
+#: :func:`tensat_py.extract.refine.refine`).
+REFINE_SHARE = 0.2
+
 #: Smallest budget handed to a phase (seconds): a phase always gets to start.
 MIN_PHASE_SECONDS = 1e-6
 
@@ -135,13 +141,16 @@ class OptimizeResult:
             ``time_limit``, ``explore_time_limit`` and ``extract_time_limit``,
             ``verify_reserve_seconds`` (kept for the candidate's check), ``phase_seconds``
             and ``phase_share`` (each phase's seconds and fraction of ``total_seconds``:
-            setup, exploration, extraction, verification) and
-            ``extraction_message``.
+            setup, exploration, extraction, refinement, verification, confirmation),
+            ``extraction_message`` and, for a cost model that prices whole programs,
+            ``refinement`` (:meth:`tensat_py.extract.refine.Refinement.stats`: trials,
+            e-classes switched back to the input's e-node, seconds, costs).
         verify: the candidate's own verification report (float64, against the input), or
             ``None`` when verification is off. ``verify.passed`` is false exactly when the
             status is ``"fallback-unverified"``.
         message: a human-readable note about fallbacks.
-        candidate: the extracted program, kept or not.
+        candidate: the extracted program (refined, when ``stats["refinement"]`` says it
+            switched e-classes), kept or not.
         candidate_cost: its cost-model cost, seconds.
         candidate_status: the extractor's own status for it.
     """
@@ -442,11 +451,15 @@ def optimize(
             # would take, judged from the greedy DAG program of this e-graph.
             reserve = max(reserve, _check_estimate(ref, graph, export, problem))
         extract_limit = max(MIN_PHASE_SECONDS, deadline - t - reserve)
+        programs = bool(getattr(model, "prices_programs", False))
+        refine_time = REFINE_SHARE * (deadline - time.perf_counter() - reserve) if programs else 0
         result = extract(
             problem,
             extractor=extractor,
             solver=solver,
-            time_limit=max(MIN_PHASE_SECONDS, deadline - time.perf_counter() - reserve),
+            time_limit=max(
+                MIN_PHASE_SECONDS, deadline - time.perf_counter() - reserve - refine_time
+            ),
             cycle_constraints="order" if cycle_filter == "none" and extractor == "ilp" else None,
             order_vars=order_vars,
         )
@@ -454,6 +467,13 @@ def optimize(
         candidate.meta = dict(graph.meta)  # front-end data (opaque payloads, source model)
         candidate_cost = model.graph_cost(candidate)
     stats["extract_seconds"] = time.perf_counter() - t
+    if programs and time.perf_counter() < deadline - reserve:
+        with display.phase("refinement"):
+            refined = _refine(graph, export, result.choices, model, deadline - reserve)
+        if refined is not None:
+            stats["refinement"] = refined.stats()
+            if refined.switched:
+                candidate, candidate_cost = refined.graph, refined.cost
     stats["extraction_message"] = result.message
     # Extraction figures (docs/extraction.md): proved lower bound, relative gap, phases.
     stats.update(
@@ -542,6 +562,7 @@ def optimize(
         "setup": setup_seconds,
         "exploration": explore_wall,
         "extraction": stats["extract_seconds"],
+        "refinement": stats.get("refinement", {}).get("seconds", 0.0),
         "verification": verify_seconds,
         "confirmation": confirm_seconds,
     }
@@ -567,6 +588,19 @@ def optimize(
         candidate_cost=candidate_cost,
         candidate_status=result.status,
     )
+
+
+def _refine(
+    graph: Graph, export: Mapping[str, Any], choices: Mapping[int, int], model: Any, deadline: float
+) -> Refinement | None:
+    """The extraction refined against ``model.graph_cost`` toward the input program
+    (:func:`tensat_py.extract.refine.refine`), or None when the input's e-nodes cannot all
+    be found in ``export`` (one is on the filter list)."""
+    try:
+        toward = input_choices(export, graph.to_flat())
+    except ValueError:
+        return None
+    return refine(export, choices, toward, model.graph_cost, deadline, meta=graph.meta)
 
 
 def _confirms(confirm: bool | None, model: Any) -> bool:

@@ -51,6 +51,13 @@ class OrtProgram:
 
     fusion: bool
 
+    @property
+    def prices_programs(self) -> bool:
+        """Whether :meth:`graph_cost` prices more than the sum of per-node figures (while
+        :attr:`fusion` is on): ``optimize`` then refines the extracted program against it
+        (:func:`tensat_py.extract.refine.refine`)."""
+        return bool(self.fusion)
+
     def reorder_price(self) -> tuple[int, ReorderPrice] | None:
         """The NCHWc block size and the price of one reorder on this device, or None when
         the layout is not priced (no NCHWc here, or no reorder figure known)."""
