@@ -54,6 +54,21 @@ def test_no_reorders_off_the_nchwc_path():
     assert layout.reorders(_split(x=TensorType((1, 36, 8, 8), "float32")), 8) == []
 
 
+def _slice(start, end, producers=("ewmul",), x=X):
+    part = TensorType((1, end - start, 8, 8), "float32")
+    params = {"starts": (start,), "ends": (end,), "axes": (1,), "steps": (1,)}
+    return CostContext("slice", params, [x], part, producers=(frozenset(producers),))
+
+
+def test_a_channel_slice_reorders_like_a_split_part():
+    # the first part carries the input's reorder out, each aligned part its own back in
+    assert layout.reorders(_slice(0, 16), 8) == [("output", X.shape), ("input", HALF.shape)]
+    assert layout.reorders(_slice(16, 32), 8) == [("input", HALF.shape)]
+    assert layout.reorders(_slice(16, 28), 8) == []  # 12 channels: not NCHWc after
+    assert layout.reorders(_slice(0, 16, ("reshape",)), 8) == []  # operand not NCHWc
+    assert layout.reorders(_slice(0, 16), 0) == []
+
+
 def _conv_pair(merged: bool):
     """Two 1x1 convolutions of one input, each read by a 3x3 convolution, summed: as
     given, or merged (one convolution of the concatenated weights, then a split)."""

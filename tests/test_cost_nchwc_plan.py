@@ -99,12 +99,33 @@ def _erf_gelu(b: GraphBuilder):
     return b.finish([b.conv2d(y, (16, 16, 1, 1))])
 
 
+def _c2f(b: GraphBuilder, per_part: bool = False):
+    """YOLOv8's C2f block: a convolution with SiLU split in two channel slices, the second
+    through a bottleneck, all three concatenated; with ``per_part``, one convolution per
+    slice instead (the ``slice-conv-channels`` rewrite)."""
+    x = b.input((1, 16, 20, 20), "x")
+
+    def silu(t):
+        return b.op("ewmul", t, b.op("sigmoid", t))
+
+    if per_part:
+        a, c = (silu(b.conv2d(x, (16, 16, 1, 1))) for _ in range(2))
+    else:
+        h = silu(b.conv2d(x, (32, 16, 1, 1)))
+        sl = {"axes": (1,), "steps": (1,)}
+        a = b.op("slice", h, starts=(0,), ends=(16,), **sl)
+        c = b.op("slice", h, starts=(16,), ends=(32,), **sl)
+    m = b.ewadd(c, silu(b.conv2d(silu(b.conv2d(c, (16, 16, 3, 3))), (16, 16, 3, 3))))
+    return b.finish([silu(b.conv2d(b.concat(1, [a, c, m]), (32, 48, 1, 1)))])
+
+
 PROGRAMS = {
     "merged convolutions and a split": _merged_cell,
     "squeeze-excite gate": _squeeze_excite,
     "few input channels": _few_channels,
     "pad and upsample": _padded_and_upsampled,
     "erf gelu": _erf_gelu,
+    "split by channel slices": _c2f,
 }
 
 
@@ -114,6 +135,12 @@ def test_the_plan_has_the_reorders_of_onnxruntimes_optimised_graph(name, block):
     got = _plan(graph, block)
     assert got == _ort(graph)
     assert sum(got) > 0
+
+
+def test_a_convolution_per_slice_keeps_the_c2f_block_in_nchwc(block):
+    sliced, per_part = _c2f(GraphBuilder()), _c2f(GraphBuilder(), per_part=True)
+    assert _plan(per_part, block) == _ort(per_part)
+    assert sum(_plan(per_part, block)) < sum(_plan(sliced, block))
 
 
 #: Activations between two convolutions: True where onnxruntime runs them on NCHWc.

@@ -544,3 +544,19 @@ def test_a_batchnorm_after_a_convolution_is_folded_as_onnxruntime_does():
     # A convolution read by more than the batch norm keeps its output: nothing folds.
     shared = graph_contexts(_conv_bn(shared=True))
     assert [ort_fused(c) for c in shared if c.op in ("batchnorm", "relu")] == [False, False]
+
+
+def test_onnxruntime_is_warmed_up_once_per_process_before_measuring(monkeypatch):
+    import time
+
+    from tensat_py.cost import profile as prof
+
+    monkeypatch.setattr(prof, "_warmed_up", False)
+    monkeypatch.setattr(prof, "WARM_UP_SECONDS", 0.2)
+    backend = prof.OrtBackend()
+    t = time.perf_counter()
+    backend.warm_up()
+    assert time.perf_counter() - t >= 0.2 and prof._warmed_up
+    t = time.perf_counter()
+    prof.OrtBackend().warm_up()  # a second backend of the same process: no more warm-up
+    assert time.perf_counter() - t < 0.2

@@ -78,10 +78,21 @@ Reorder = tuple[str, tuple[int, ...]]
 
 #: Producer labels (:func:`tensat_py.cost.base.producer_label`) of operators that may
 #: leave their output in NCHWc: convolutions (with an activation fused or not), sums onto
-#: one, and the activations onnxruntime runs on an NCHWc tensor as it is
-#: (``tensat_py.cost.nchwc``).
+#: one, the activations onnxruntime runs on an NCHWc tensor as it is, and sums and
+#: products of two same-shape tensors (``tensat_py.cost.nchwc``; SiLU is ``ewmul``).
 _MAY_BE_NCHWC = frozenset(
-    {"conv2d", "conv2d+act", "relu", "sigmoid", "tanh", "hard_sigmoid", "hard_swish", "gelu"}
+    {
+        "conv2d",
+        "conv2d+act",
+        "relu",
+        "sigmoid",
+        "tanh",
+        "hard_sigmoid",
+        "hard_swish",
+        "gelu",
+        "ewadd",
+        "ewmul",
+    }
 )
 
 
@@ -177,13 +188,14 @@ def _per_channel(ctx: ops.OpContext) -> tuple[int, int] | None:
 def reorders(ctx: ops.OpContext, block: int) -> list[Reorder]:
     """The reorders onnxruntime adds around ``ctx`` with NCHWc block ``block`` (0: none).
 
-    Two kinds of operator have any (the producers of an operand are those of its class,
+    Three kinds of operator have any (the producers of an operand are those of its class,
     :attr:`tensat_py.cost.base.CostContext.producers`):
 
     * a ``split`` along axis 1 of a 4-D float32 tensor that a ``conv2d`` (or a sum onto
       one) may produce, with a channel count divisible by ``block``: ``("output", input
       shape)`` and ``("input", part shape)`` for each part whose channels ``block``
-      divides;
+      divides; a ``slice`` of channels likewise (:func:`_slice_reorders`: the input's
+      reorder carried by the part that starts at channel 0);
     * a per-channel broadcast, ``add`` or ``mul`` of a 4-D float32 ``x[N, C, H, W]``
       (H * W > 1) and a per-channel operand (``[N, C, 1, 1]``, ``[1, C, 1, 1]`` or
       ``[C, 1, 1]``: a squeeze-excite gate, or a bias onnxruntime cannot fold): ``("output",
@@ -212,6 +224,8 @@ def reorders(ctx: ops.OpContext, block: int) -> list[Reorder]:
         return []
     if ctx.op in ("add", "mul"):
         return _broadcast_reorders(ctx)
+    if ctx.op == "slice":
+        return _slice_reorders(ctx, block)
     if ctx.op != "split":
         return []
     prods = getattr(ctx, "producers", ())
@@ -227,6 +241,29 @@ def reorders(ctx: ops.OpContext, block: int) -> list[Reorder]:
     for p in parts:
         if isinstance(p, TensorType) and p.shape[1] % block == 0:
             out.append(("input", tuple(p.shape)))
+    return out
+
+
+def _slice_reorders(ctx: ops.OpContext, block: int) -> list[Reorder]:
+    """:func:`reorders` of a ``slice``: for one of the channels (axis 1, step 1) of a 4-D
+    float32 tensor an NCHWc operator may produce, whose channel count ``block`` divides,
+    the ``("output", x's shape)`` of the tensor (carried by the slice that starts at
+    channel 0, one per split) and ``("input", part's shape)`` when ``block`` divides the
+    part's channels (its reader assumed an NCHWc convolution), as a ``split`` has."""
+    prods = getattr(ctx, "producers", ())
+    x, part = (ctx.inputs[0] if ctx.inputs else None), ctx.output
+    if not (prods and _may_be_nchwc(prods[0]) and _float4d(x) and _float4d(part)):
+        return []
+    p = ctx.params
+    if tuple(p.get("axes", ())) not in ((1,), (-3,)) or tuple(p.get("steps", ())) != (1,):
+        return []
+    if x.shape[1] % block:
+        return []
+    out: list[Reorder] = []
+    if int(p["starts"][0]) in (0, -x.shape[1]):
+        out.append(("output", tuple(x.shape)))
+    if part.shape[1] % block == 0:
+        out.append(("input", tuple(part.shape)))
     return out
 
 
