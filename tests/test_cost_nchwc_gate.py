@@ -5,6 +5,7 @@ optimised graph has exactly those, and that ``profile`` and ``learned`` price th
 come from stored records, never from this machine's speed."""
 
 import collections
+import dataclasses
 
 import pytest
 from ort_helpers import optimised_ops
@@ -54,6 +55,23 @@ def test_a_broadcast_gate_reorders_both_operands_out_and_the_product_back_in():
     assert layout.reorders(_mul(X, G, pb=frozenset({"reshape"})), 8) == [want[0], want[2]]
     # nor is a feature map, and then the product stays NCHW for its reader
     assert layout.reorders(_mul(X, G, pa=frozenset({"exp"})), 8) == [want[1]]
+
+
+def test_a_constant_or_3d_operand_is_never_reordered():
+    bias = TensorType((32, 1, 1), "float32")
+    add = CostContext(
+        "add",
+        {},
+        [X, bias],
+        X,
+        operand_constant=(False, True),
+        producers=(frozenset({"conv2d"}), frozenset({"ewadd"})),
+    )
+    assert layout.reorders(add, 8) == []  # folded into the convolution
+    summed = dataclasses.replace(add, producers=(frozenset({"ewadd<conv2d"}), frozenset({"ewadd"})))
+    assert layout.reorders(summed, 8) == [("output", X.shape), ("input", X.shape)]
+    gate = dataclasses.replace(_mul(X, G), operand_constant=(False, True))
+    assert layout.reorders(gate, 8) == [("output", X.shape), ("input", X.shape)]
 
 
 def test_no_gate_reorders_for_other_products():
@@ -119,6 +137,8 @@ def test_an_upsample_runs_alone_on_onnxruntime_in_nchwc(block):
         assert m.reps >= 7 and m.low > 0
     with pytest.raises(ValueError, match="'sideways' is not input, output or upsample"):
         OrtBackend().reorder("sideways", (1, 8, 2, 2), block)
+    with pytest.raises(ValueError, match=r"output of shape \(8, 1, 1\): an NCHWc tensor is 4-D"):
+        OrtBackend().reorder("output", (8, 1, 1), block)
 
 
 def _stored(db, fp, graphs, seconds: float, copy: float, upsample: float) -> None:

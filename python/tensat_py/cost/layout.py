@@ -273,14 +273,16 @@ def _broadcast_reorders(ctx: ops.OpContext) -> list[Reorder]:
     pos, prods = _per_channel(ctx), getattr(ctx, "producers", ())
     if pos is None or len(prods) != 2:
         return []
-    consts = getattr(ctx, "operand_constant", ())
+    consts = tuple(getattr(ctx, "operand_constant", ())) or (False, False)
     x_prods = prods[pos[0]]
-    if len(consts) == 2 and consts[pos[1]] and "conv2d" in x_prods and SHARED not in x_prods:
+    if consts[pos[1]] and "conv2d" in x_prods and SHARED not in x_prods:
         return []  # folded into the convolution's bias or weights
-    out: list[Reorder] = [
-        ("output", tuple(ctx.inputs[i].shape)) for i in pos if _may_be_nchwc(prods[i])
-    ]
-    if _may_be_nchwc(prods[pos[0]]):
+
+    def nchwc(i: int) -> bool:  # an initializer, or a tensor not 4-D, is never NCHWc
+        return not consts[i] and len(ctx.inputs[i].shape) == 4 and _may_be_nchwc(prods[i])
+
+    out: list[Reorder] = [("output", tuple(ctx.inputs[i].shape)) for i in pos if nchwc(i)]
+    if nchwc(pos[0]):
         out.append(("input", tuple(ctx.inputs[pos[0]].shape)))
     return out
 
@@ -403,6 +405,8 @@ def measure_reorder(
 
     if kind not in ("input", "output", "upsample"):
         raise ValueError(f"NCHWc copy kind {kind!r} is not input, output or upsample")
+    if len(shape) != (6 if kind == "upsample" else 4):
+        raise ValueError(f"NCHWc {kind} of shape {tuple(shape)}: an NCHWc tensor is 4-D")
     x_shape = tuple(int(d) for d in shape[:4])
     if kind != "input":
         x_shape = (x_shape[0], _padded(x_shape[1], block), *x_shape[2:])
