@@ -505,7 +505,7 @@ def test_the_extraction_gains_nothing_from_commuting_a_noisy_measurement(cache):
     r = tensat_py.optimize(g, cost_model=model, rules="tensor", verify=False, time_limit=10)
     assert r.cost_after == r.cost_before, r.stats
     muls = [shapes for op, shapes in backend.asked if op == "mul"]
-    assert len(muls) == 1, backend.asked
+    assert len(muls) == model.passes == 2 and muls[0] == muls[1], backend.asked
 
 
 def test_missing_lists_exactly_what_pricing_then_measures(cache):
@@ -560,3 +560,36 @@ def test_onnxruntime_is_warmed_up_once_per_process_before_measuring(monkeypatch)
     t = time.perf_counter()
     prof.OrtBackend().warm_up()  # a second backend of the same process: no more warm-up
     assert time.perf_counter() - t < 0.2
+
+
+class _Drifting:
+    """A backend that gives the figures it is handed, in the order asked."""
+
+    name = "drifting"
+
+    def __init__(self, figures):
+        self.figures = list(figures)
+        self.asked = []
+
+    def info(self):
+        return {"backend": self.name}
+
+    def measure(self, ctx):
+        from tensat_py.cost.profile import Measurement
+
+        self.asked.append(ctx.op)
+        t = self.figures.pop(0)
+        return Measurement(t, 0.0, 1, t)
+
+
+def test_each_new_figure_is_the_lowest_of_its_passes_in_alternating_order(cache):
+    from tensat_py.cost.base import CostContext
+
+    relu, tanh = (CostContext(op, {}, [X], X) for op in ("relu", "tanh"))
+    backend = _Drifting([3e-5, 1e-5, 2e-5, 4e-5])  # relu, tanh, then tanh, relu
+    model = ProfileCostModel("cpu", backend=backend, passes=2)
+    model._overhead = (0.0, 0.0)
+    assert model.costs([relu, tanh]) == [3e-5, 1e-5]
+    assert backend.asked == ["relu", "tanh", "tanh", "relu"] and model.measured == 2
+    with pytest.raises(ValueError, match="passes must be at least 1, got 0"):
+        ProfileCostModel("cpu", backend=_Drifting([]), passes=0)

@@ -149,7 +149,7 @@ def _profile_model(
             task = bar.add_task(f"profiling {name}", total=len(todo))
 
             def step(done: int, total: int, op: str) -> None:
-                bar.update(task, completed=done, description=f"profiling {name}: {op}")
+                bar.update(task, completed=done, total=total, description=f"profiling {name}: {op}")
 
             model.progress = step
             model.costs(ctxs)  # measures what is missing, then the NCHWc reorders (layout)
