@@ -184,3 +184,12 @@ def test_a_knossos_rule_that_swaps_a_calls_arguments_fails(tmp_path: Path) -> No
     results = {r.name: r for r in check_files([f]).results}
     assert results["swap"].status == "FAIL" and "call f2" in results["swap"].reason
     assert results["good"].status == "PASS" and results["good"].instances >= 1
+
+
+@pytest.mark.parametrize("name", ["fold", "layout"])
+def test_a_built_in_rule_set_is_named_as_one_in_one_line(name: str) -> None:
+    out = CliRunner().invoke(main, ["rules", "check", name])
+    assert out.exit_code == 2
+    msg = out.output.strip()
+    assert msg.count("\n") == 0 and "Traceback" not in msg
+    assert f"'{name}' is a built-in rule set with computed targets" in msg

@@ -1113,13 +1113,20 @@ def check_files(
 
     Raises:
         FileNotFoundError: a file does not exist.
-        ValueError: a file does not parse (``file:line:col: message``).
+        ValueError: a file does not parse (``file:line:col: message``); a built-in rule set
+            (``fold``, ``layout``), whose computed targets no rule file can write and
+            which the Rust tests check, is named.
     """
-    from tensat_py.pipeline import load_rules
+    from tensat_py.pipeline import FOLD, LAYOUT, load_rules
 
     paths = list(files) or default_files()
     results: list[RuleResult] = []
     for f in paths:
+        if str(f) in (FOLD, LAYOUT) and not Path(f).exists():
+            raise ValueError(
+                f"'{f}' is a built-in rule set with computed targets, not a rule file; "
+                "the Rust tests check it (rust/src/saturate.rs, docs/rules.md)"
+            )
         rs = load_rules(f)
         label = str(f)
         if not Path(f).exists():  # a shipped name such as "taso"
