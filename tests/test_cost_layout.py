@@ -23,12 +23,6 @@ X = TensorType((1, 32, 8, 8), "float32")
 HALF = TensorType((1, 16, 8, 8), "float32")
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TENSAT_CACHE_DIR", str(tmp_path))
-    return tmp_path
-
-
 def _split(producers=("conv2d",), parts=(HALF, HALF), axis=1, x=X):
     return CostContext("split", {"axis": axis}, [x], parts, producers=(frozenset(producers),))
 

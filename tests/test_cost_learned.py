@@ -21,12 +21,6 @@ except ImportError:
 needs_lgb = pytest.mark.skipif(not HAVE_LGB, reason="the 'learn' extra (LightGBM) is not installed")
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TENSAT_CACHE_DIR", str(tmp_path))
-    return tmp_path
-
-
 def _ctx(n, k, m):
     return make_context(
         "matmul", {"act": 0}, [(n, k), (k, m)], (n, m), operand_constant=(False, True)

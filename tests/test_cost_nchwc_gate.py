@@ -22,20 +22,6 @@ G = TensorType((1, 32, 1, 1), "float32")
 CONV = frozenset({"conv2d+act"})
 
 
-@pytest.fixture(scope="module")
-def block():
-    b = layout.nchwc_block()
-    if not b:
-        pytest.skip("onnxruntime runs no NCHWc convolution on this CPU (no AVX2)")
-    return b
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TENSAT_CACHE_DIR", str(tmp_path))
-    return tmp_path
-
-
 def _mul(a, b, pa=CONV, pb=frozenset({"hard_sigmoid"})):
     return CostContext("mul", {}, [a, b], X, producers=(pa, pb))
 

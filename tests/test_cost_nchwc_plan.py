@@ -14,20 +14,6 @@ from tensat_py.cost.ort_fusion import ort_fusions
 from tensat_py.cost.profile import ProfileCostModel, signature
 
 
-@pytest.fixture(scope="module")
-def block():
-    b = layout.nchwc_block()
-    if not b:
-        pytest.skip("onnxruntime runs no NCHWc convolution on this CPU (no AVX2)")
-    return b
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TENSAT_CACHE_DIR", str(tmp_path))
-    return tmp_path
-
-
 def _ort(graph) -> tuple[int, int]:
     """(ReorderInput, ReorderOutput) nodes in onnxruntime's optimised graph of ``graph``."""
     ops = optimised_ops(graph)

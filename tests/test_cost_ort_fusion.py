@@ -19,12 +19,6 @@ from tensat_py.graph import Graph
 SHAPE = [1, 16, 64]
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TENSAT_CACHE_DIR", str(tmp_path))
-    return tmp_path
-
-
 def _c(name, value, shape=()):
     return numpy_helper.from_array(np.full(shape, value, dtype=np.float32), name)
 

@@ -23,12 +23,6 @@ from tensat_py.cost.profile import (
 from tensat_py.graph import TensorType
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("TENSAT_CACHE_DIR", str(tmp_path))
-    return tmp_path
-
-
 def _twin_convs():
     """Two convolutions with the same signature, a relu after each, a constant concat."""
     b = GraphBuilder()
