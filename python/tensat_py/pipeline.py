@@ -4,7 +4,10 @@ This is the flow of DESIGN.md and the Tensat paper (MLSys 2021): the program is 
 the Rust e-graph, explored with the rules of a rule file (single-pattern rules every
 iteration, multi-pattern rules in the first ``k_multi`` iterations, cycle filtering), every
 e-node is priced by the cost model, and the cheapest program is extracted (greedy or ILP).
-The extracted program (the *candidate*) is checked numerically against the input; the
+For a cost model that prices whole programs beyond their nodes (``prices_programs``), the
+extracted program is then refined toward the input under that price
+(:mod:`tensat_py.extract.refine`). The resulting program (the *candidate*) is checked
+numerically against the input; the
 result is the candidate when it is cheaper and verified, and otherwise the input, with an
 ``extraction_status`` that says why (``"fallback-unverified"``, ``"fallback-not-cheaper"``)
 and the candidate's own cost and verification report kept in the result.
@@ -12,9 +15,10 @@ and the candidate's own cost and verification report kept in the result.
 One time limit bounds the whole optimisation (``docs/exploration.md``): the reference run
 of the input (the first half of verification) comes first and its time is measured; an
 estimate of the candidate's run is reserved; exploration gets at most half of what remains,
-extraction the rest. Before the ILP the estimate is raised to what the greedy DAG program of
-the explored e-graph would take to check, where that is more (:func:`_check_estimate`): a
-candidate can compute weight-only sub-graphs the input does not.
+extraction the rest (less :data:`REFINE_SHARE` of it for refinement). Before the ILP the
+estimate is raised to what the greedy DAG program of the explored e-graph would take to
+check, where that is more (:func:`_check_estimate`): a candidate can compute weight-only
+sub-graphs the input does not.
 """
 
 from __future__ import annotations
@@ -321,7 +325,8 @@ def optimize(
         iter_limit: maximum exploration iterations (default 15).
         time_limit: seconds for the whole optimisation (default 60): verification's
             reference run, exploration (at most half of what remains after reserving the
-            candidate's verification), extraction (the rest) and the candidate's
+            candidate's verification), extraction (the rest, less :data:`REFINE_SHARE` for
+            refinement where the cost model prices whole programs) and the candidate's
             verification (estimated from the reference run). ``stats`` shows each phase's
             seconds and share.
         cycle_filter: ``"efficient"`` (default), ``"vanilla"`` or ``"none"`` (the ILP then
