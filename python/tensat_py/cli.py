@@ -342,7 +342,7 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
             table.add_row(label, f"{phases[key]:.3f} ({share.get(key, 0.0) * 100:.0f} %)")
     if "refinement" in st:
         r = st["refinement"]
-        table.add_row("refinement: e-classes switched / trials", f"{r['switched']} / {r['trials']}")
+        table.add_row("refined e-classes / trials", f"{r['switched']} / {r['trials']}")
     if "measured_speedup" in st:
         table.add_row(
             "measured speedup (onnxruntime)",
