@@ -61,6 +61,7 @@ __all__ = [
     "reorder_op",
     "reorder_signature",
     "reorders",
+    "upsample_key",
 ]
 
 #: onnxruntime's operator domain for the NCHWc kernels.

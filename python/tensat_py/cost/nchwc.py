@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from tensat_py.cost.base import Fusion, channel_bias
-from tensat_py.cost.layout import Reorder
+from tensat_py.cost.layout import Reorder, upsample_key
 from tensat_py.graph import Graph, Node, TensorType
 
 __all__ = ["NchwcPlan", "nchwc_plan"]
@@ -105,14 +105,9 @@ def _conv_reads_nchw(graph: Graph, conv: Node, block: int) -> bool | None:
 def _upsample(resize: Node, shape: tuple[int, ...]) -> bool:
     """Whether a ``resize`` of a 4-D ``shape`` is one onnxruntime runs as its NCHWc
     ``Upsample`` (``TransformResize``): nearest, batch and channels kept, each spatial
-    axis scaled by a whole factor."""
-    sizes = tuple(int(d) for d in resize.params.get("sizes", ()))
-    return (
-        str(resize.params.get("mode")) == "nearest"
-        and len(sizes) == 4 == len(shape)
-        and sizes[:2] == shape[:2]
-        and all(s > 0 and o % s == 0 for s, o in zip(shape[2:], sizes[2:], strict=True))
-    )
+    axis scaled by a whole factor (:func:`tensat_py.cost.layout.upsample_key`)."""
+    sizes = resize.params.get("sizes", ())
+    return str(resize.params.get("mode")) == "nearest" and upsample_key(shape, sizes) is not None
 
 
 def _pad_folds(pad: Node, reader: Node) -> bool:
