@@ -93,3 +93,27 @@ def test_refinement_stops_at_its_deadline() -> None:
     toward = input_choices(export, g.to_flat())
     r = refine(export, _all_tanh(export, toward), toward, _price, deadline=0.0)
     assert not r.complete and r.trials == 1 and r.cost == r.start_cost == 5.0
+
+
+def test_an_input_e_node_on_the_filter_list_is_never_chosen() -> None:
+    g = _program()
+    export = dict(_saturated(g))
+    toward = input_choices(export, g.to_flat())
+    exp = next(n for n in toward.values() if export["node_op"][n] == "exp")
+    export["filtered"] = [exp]
+    pruned = input_choices(export, g.to_flat())
+    assert exp not in pruned.values()
+    assert set(toward) - set(pruned) == {export["node_eclass"][exp]}  # its parents stay
+    # a switch that would need it is skipped; the rest of the search goes on
+    r = refine(export, _all_tanh(export, pruned | toward), pruned, _price)
+    assert r.cost == 1.0 and r.switched == 1
+
+
+def test_a_float_parameter_is_found_whatever_its_spelling() -> None:
+    g = Graph()
+    x = g.add_input("x", (2, 2), "float32")
+    g.outputs = [g.add_node("leaky_relu", {"alpha": 1e-5}, [x])]
+    flat = g.to_flat()
+    export = _core.EGraph(flat).export()
+    assert "1e-05" in [op for op, _ in flat] and "1e-05" not in export["node_op"]
+    assert Graph.from_choices(export, input_choices(export, flat)).to_flat() == flat

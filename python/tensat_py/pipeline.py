@@ -455,16 +455,14 @@ def optimize(
             # product of two weights after matmul re-association): keep what its check
             # would take, judged from the greedy DAG program of this e-graph.
             reserve = max(reserve, _check_estimate(ref, graph, export, problem))
-        extract_limit = max(MIN_PHASE_SECONDS, deadline - t - reserve)
         programs = bool(getattr(model, "prices_programs", False))
-        refine_time = REFINE_SHARE * (deadline - time.perf_counter() - reserve) if programs else 0
+        left = deadline - time.perf_counter() - reserve
+        extract_limit = max(MIN_PHASE_SECONDS, left * (1 - REFINE_SHARE) if programs else left)
         result = extract(
             problem,
             extractor=extractor,
             solver=solver,
-            time_limit=max(
-                MIN_PHASE_SECONDS, deadline - time.perf_counter() - reserve - refine_time
-            ),
+            time_limit=extract_limit,
             cycle_constraints="order" if cycle_filter == "none" and extractor == "ilp" else None,
             order_vars=order_vars,
         )
@@ -599,8 +597,8 @@ def _refine(
     graph: Graph, export: Mapping[str, Any], choices: Mapping[int, int], model: Any, deadline: float
 ) -> Refinement | None:
     """The extraction refined against ``model.graph_cost`` toward the input program
-    (:func:`tensat_py.extract.refine.refine`), or None when the input's e-nodes cannot all
-    be found in ``export`` (one is on the filter list)."""
+    (:func:`tensat_py.extract.refine.refine`), or None when an input node is not in
+    ``export`` (never for the e-graph built from ``graph``)."""
     try:
         toward = input_choices(export, graph.to_flat())
     except ValueError:

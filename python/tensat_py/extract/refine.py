@@ -72,8 +72,9 @@ def input_choices(
     (:meth:`tensat_py.graph.Graph.to_flat`, the program the e-graph was built from), the
     e-node that is that node: found bottom-up by operator and child e-classes, which
     saturation keeps (congruence). An e-class that two input nodes share (merged by a
-    rule: ``x`` and ``x * 1``) keeps the first; an e-node on the filter list
-    (``export["filtered"]``) is never chosen.
+    rule: ``x`` and ``x * 1``) keeps the first. An input e-node on the filter list
+    (``export["filtered"]``: the cycle filter took it out) is never chosen; its e-class
+    has no entry.
 
     Raises:
         ValueError: a node of ``flat`` is not in ``export`` (an export of another e-graph).
@@ -92,20 +93,29 @@ def input_choices(
     filtered = set(export.get("filtered", ()))
     index: dict[tuple[str, tuple[int, ...]], int] = {}
     for n, (op, ch) in enumerate(zip(ops, children, strict=True)):
-        if n not in filtered:
-            index.setdefault((op, tuple(ch)), n)
+        index.setdefault((_leaf_key(op), tuple(ch)), n)
     class_of: list[int] = []
     out: dict[int, int] = {}
     for k, (op, args) in enumerate(flat):
-        key = (op, tuple(class_of[a] for a in args))
-        n = index.get(key)
+        n = index.get((_leaf_key(op), tuple(class_of[a] for a in args)))
         if n is None:
-            raise ValueError(
-                f"input node {k} ({op}) is not in the exported e-graph (or is on its filter list)"
-            )
+            raise ValueError(f"input node {k} ({op}) is not in the exported e-graph")
         class_of.append(eclass[n])
-        out.setdefault(eclass[n], n)
+        if n not in filtered:
+            out.setdefault(eclass[n], n)
     return out
+
+
+def _leaf_key(op: str) -> Any:
+    """An e-node's operator as compared between the input's flat form and the export: a
+    number by value (Python writes ``1e-05`` where the Rust core writes ``1e-5``), a list
+    without spaces, anything else as written."""
+    for kind, parse in (("int", int), ("float", float)):
+        try:
+            return kind, parse(op)
+        except ValueError:
+            pass
+    return op.replace(" ", "") if op.startswith("[") else op
 
 
 def _reach(
