@@ -472,7 +472,8 @@ def optimize(
     stats["extract_seconds"] = time.perf_counter() - t
     if programs and time.perf_counter() < deadline - reserve:
         with display.phase("refinement"):
-            refined = _refine(graph, export, result.choices, model, deadline - reserve)
+            extracted = (candidate, candidate_cost)
+            refined = _refine(graph, export, result.choices, model, deadline - reserve, extracted)
         if refined is not None:
             stats["refinement"] = refined.stats()
             if refined.switched:
@@ -594,7 +595,12 @@ def optimize(
 
 
 def _refine(
-    graph: Graph, export: Mapping[str, Any], choices: Mapping[int, int], model: Any, deadline: float
+    graph: Graph,
+    export: Mapping[str, Any],
+    choices: Mapping[int, int],
+    model: Any,
+    deadline: float,
+    start: tuple[Graph, float],
 ) -> Refinement | None:
     """The extraction refined against ``model.graph_cost`` toward the input program
     (:func:`tensat_py.extract.refine.refine`), or None when an input node is not in
@@ -603,7 +609,7 @@ def _refine(
         toward = input_choices(export, graph.to_flat())
     except ValueError:
         return None
-    return refine(export, choices, toward, model.graph_cost, deadline, meta=graph.meta)
+    return refine(export, choices, toward, model.graph_cost, deadline, meta=graph.meta, start=start)
 
 
 def _confirms(confirm: bool | None, model: Any) -> bool:

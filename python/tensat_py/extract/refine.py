@@ -159,6 +159,7 @@ def refine(
     price: Callable[[Graph], float],
     deadline: float = float("inf"),
     meta: Mapping[str, Any] | None = None,
+    start: tuple[Graph, float] | None = None,
 ) -> Refinement:
     """Local search from ``choices`` (an extraction of ``export``) toward ``toward`` (the
     input program's e-nodes, :func:`input_choices`), under the whole-program ``price``
@@ -179,11 +180,13 @@ def refine(
         deadline: when to stop trying, ``time.perf_counter()`` seconds.
         meta: front-end data (``Graph.meta``) each rebuilt program carries while priced
             (opaque payloads).
+        start: the program ``choices`` builds and its ``price``, when the caller has them
+            already (not built and priced again).
 
     Raises:
         GraphError: ``choices`` itself does not rebuild.
     """
-    start = time.perf_counter()
+    t0 = time.perf_counter()
     root = int(export["root"])
     children: Sequence[Sequence[int]] = export["node_children"]
 
@@ -196,8 +199,12 @@ def refine(
     best = _reach(root, children, choices.get)
     if best is None:
         raise GraphError("the extraction's choice leaves a reachable e-class without a node")
-    graph = build(best)
-    cost = start_cost = price(graph)
+    if start is None:
+        graph = build(best)
+        cost = price(graph)
+    else:
+        graph, cost = start
+    start_cost = cost
     trials, switched, complete = 1, 0, True
     for c in _top_down(root, best, children):
         if time.perf_counter() >= deadline:
@@ -231,6 +238,6 @@ def refine(
         start_cost=start_cost,
         trials=trials,
         switched=switched,
-        seconds=time.perf_counter() - start,
+        seconds=time.perf_counter() - t0,
         complete=complete,
     )
