@@ -137,6 +137,21 @@ def test_a_model_stored_with_older_features_is_retrained_on_use(cache):
     assert db.load_model(fp, learned.KIND)["meta"]["features"] == learned.FEATURES
 
 
+@needs_lgb
+def test_a_model_trained_on_another_operator_set_is_retrained_on_use(cache):
+    # The operator feature's codes are sorted positions: a new operator shifts them.
+    from tensat_py.cost import learned
+
+    db = ProfileDatabase()
+    fp = _cpu_fp()
+    _fill(db, fp, SIZES)
+    meta = {"features": learned.FEATURES, "operators": "an older set"}
+    db.save_model(fp, learned.KIND, b"not a model", spearman=0.5, n_train=1, n_test=1, meta=meta)
+    model = learned.LearnedCostModel.for_device("cpu", db)
+    assert model.spearman != 0.5
+    assert db.load_model(fp, learned.KIND)["meta"]["operators"] == learned.operator_set()
+
+
 def test_a_signature_with_a_scalar_operand_parses_back():
     # A scalar operand (shape ()) is a tensor, not a pair: training used to stop on one.
     from tensat_py.cost.learned import context_of

@@ -587,3 +587,23 @@ def test_each_new_figure_is_the_lowest_of_its_passes_in_alternating_order(cache)
     assert backend.asked == ["relu", "tanh", "tanh", "relu"] and model.measured == 2
     with pytest.raises(ValueError, match="passes must be at least 1, got 0"):
         ProfileCostModel("cpu", backend=_Drifting([]), passes=0)
+
+
+def test_a_tanh_gelu_is_measured_as_the_one_kernel_onnxruntime_runs(monkeypatch):
+    # Before opset 20 the export is a chain that onnxruntime fuses into FastGelu, but not
+    # at a model output, as in a one-operator model: measured as opset 20's Gelu instead.
+    from tensat_py.cost import profile as prof
+
+    monkeypatch.setattr(prof, "WARM_UP_SECONDS", 0.0)
+    backend = prof.OrtBackend()
+    seen = []
+    session = backend._session
+
+    def spy(model):
+        seen.append([n.op_type for n in model.graph.node])
+        return session(model)
+
+    monkeypatch.setattr(backend, "_session", spy)
+    ctx = make_context("gelu_tanh", {}, [(2, 64)], (2, 64))
+    assert backend.measure(ctx).median > 0
+    assert seen == [["Gelu"]]

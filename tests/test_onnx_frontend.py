@@ -9,6 +9,7 @@ the real registry is untouched.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -531,6 +532,48 @@ def test_an_exported_gelu_is_optimised_into_one_gelu_that_onnxruntime_fuses(tmp_
     so.optimized_model_filepath = str(tmp_path / "fused.onnx")
     ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
     assert "Gelu" in _ops(onnx.load(so.optimized_model_filepath))
+
+
+def test_a_jax_tanh_gelu_is_optimised_into_one_that_onnxruntime_fuses(tmp_path: Path):
+    # jax2tf's GELU (approximate=True), constants of shape [1, 1, 1] as its exporter folds
+    # them: x * (0.5 * (1 + tanh(0.79788 * (x + x * (x * (0.044715 * x)))))).
+    c = [
+        numpy_helper.from_array(np.full((1, 1, 1), v, np.float32), n)
+        for n, v in (("c", 0.044715), ("k", math.sqrt(2 / math.pi)), ("one", 1.0), ("half", 0.5))
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Mul", ["c", "h"], ["a"]),
+        helper.make_node("Mul", ["h", "a"], ["b"]),
+        helper.make_node("Mul", ["h", "b"], ["cube"]),
+        helper.make_node("Add", ["h", "cube"], ["s"]),
+        helper.make_node("Mul", ["k", "s"], ["arg"]),
+        helper.make_node("Tanh", ["arg"], ["t"]),
+        helper.make_node("Add", ["one", "t"], ["u"]),
+        helper.make_node("Mul", ["half", "u"], ["v"]),
+        helper.make_node("Mul", ["h", "v"], ["gelu"]),
+        helper.make_node("Relu", ["gelu"], ["y"]),  # FastGelu is not fused at an output
+    ]
+    inits = [_w("w", [16, 8], 1), *c]
+    src = _model(nodes, [_vi("x", [2, 4, 16])], [_vi("y", [2, 4, 8])], inits, opset=15)
+    g = tonnx.load(src)
+    res = tensat_py.optimize(g, extractor="greedy-dag", verify=True, min_gain=0.0)
+    assert res.extraction_status not in tensat_py.pipeline.FALLBACKS, res.message
+    live = res.graph.live()
+    ops_after = Counter(n.op for i, n in enumerate(res.graph.nodes) if live[i])
+    assert ops_after["gelu_tanh"] == 1 and ops_after["tanh"] == 0, ops_after
+    out = tmp_path / "y.onnx"
+    tensat_py.save(res.graph, str(out), source=g)
+    saved = onnx.load(str(out))
+    assert saved.opset_import[0].version == 15
+    _same(src, saved, {"x": _x((2, 4, 16))})
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "fused.onnx")
+    ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
+    fused = _ops(onnx.load(so.optimized_model_filepath))
+    assert fused["FastGelu"] == 1 and "Tanh" not in fused, fused
 
 
 def test_an_exported_layer_norm_is_optimised_into_one_that_onnxruntime_fuses(tmp_path: Path):

@@ -348,9 +348,30 @@ def test_gelu_is_exact_erf_gelu(dtype):
     _close(imp.vals[imp.outputs[0]], want.reshape(x.shape).astype(x.dtype))
 
 
-def test_gelu_tanh_approximation_is_unsupported():
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_gelu_tanh_is_the_tanh_approximation(dtype):
+    x = _rand((4, 33), dtype, 5)
+    imp = _check_import("Gelu", [_x("x", x)], {"approximate": "tanh"}, 20)
+    assert [o for o, _ in imp.ops] == ["gelu_tanh"]
+    x64 = x.astype(np.float64)
+    k = math.sqrt(2 / math.pi)
+    want = 0.5 * x64 * (1 + np.tanh(k * (x64 + 0.044715 * x64**3)))
+    _close(imp.vals[imp.outputs[0]], want.astype(x.dtype))
+
+
+def test_gelu_of_an_unknown_approximation_is_unsupported():
     with pytest.raises(Unsupported, match="approximate"):
-        _check_import("Gelu", [_x("x", _rand((3,), "float32"))], {"approximate": "tanh"}, 20)
+        _check_import("Gelu", [_x("x", _rand((3,), "float32"))], {"approximate": "fast"}, 20)
+
+
+@pytest.mark.parametrize("op_type", ["Add", "Sub", "Mul", "Div"])
+def test_a_one_element_constant_operand_imports_as_a_scalar(op_type):
+    x = _rand((2, 3, 4), "float32", 5, "positive")
+    imp = _check_import(op_type, [_x("x", x), _c("c", [[[1.5]]], np.float32)])
+    assert [o for o, _ in imp.ops][-2:] == ["scalar", op_type.lower()], imp.ops
+    # of a higher rank than the other operand, it would widen the result: kept as it is
+    imp = _check_import(op_type, [_x("x", x[0, 0]), _c("c", [[[1.5]]], np.float32)])
+    assert "scalar" not in [o for o, _ in imp.ops]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "float16"])
@@ -704,6 +725,7 @@ ROUNDTRIPS: list[tuple[str, dict[str, Any], list[tuple[tuple[int, ...], str, str
         for o in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "erf")
     ],
     ("gelu", {}, [((2, 33), F32, "normal")], [13, 20]),
+    ("gelu_tanh", {}, [((2, 33), F32, "normal")], [13, 20]),
     ("hard_swish", {}, [((2, 33), F32, "normal")], [13, 14]),
     ("clip", {"lo": -0.5, "hi": 1.0}, [((2, 9), F32, "normal")], [13]),
     ("clip", {"lo": -math.inf, "hi": 1.0}, [((2, 9), F32, "normal")], [13]),
@@ -776,6 +798,8 @@ def test_to_onnx_chooses_node_forms_by_opset():
     ops = lambda w: [n.op_type for n in w.nodes]  # noqa: E731
     assert ops(_roundtrip("gelu", {}, [x], 20)) == ["Gelu"]
     assert "Erf" in ops(_roundtrip("gelu", {}, [x], 18))
+    assert ops(_roundtrip("gelu_tanh", {}, [x], 20)) == ["Gelu"]
+    assert "Tanh" in ops(_roundtrip("gelu_tanh", {}, [x], 18))
     assert ops(_roundtrip("rsqrt", {}, [np.abs(x) + 1], 13)) == ["Sqrt", "Reciprocal"]
     w = _roundtrip("reduce_mean", {"axes": (1,), "keepdims": 1}, [x], 13)
     assert [a.name for a in w.nodes[0].attribute] == ["axes", "keepdims"]
@@ -820,7 +844,7 @@ def test_float64_arrays_are_never_narrowed():
     a64 = _rand((2, 3), "float64")
     ctx32 = OpContext("add", {}, [TensorType((2, 3)), TensorType((2, 3))], TensorType((2, 3)))
     assert get("add").evaluate(ctx32, [a64, a64]).dtype == np.float64
-    for op in ("exp", "erf", "gelu", "hard_swish", "rsqrt"):
+    for op in ("exp", "erf", "gelu", "gelu_tanh", "hard_swish", "rsqrt"):
         ctx = OpContext(op, {}, [TensorType((2, 3))], TensorType((2, 3)))
         assert get(op).evaluate(ctx, [np.abs(a64)]).dtype == np.float64, op
     ctx = OpContext("softmax", {"axis": 1}, [TensorType((2, 3))], TensorType((2, 3)))

@@ -32,7 +32,8 @@ nodes and operators that launch no kernel (on CPU: no onnxruntime
 kernel). A signature the profile cache holds is priced with its measured figure (as
 ``profile`` prices it); the trees predict only what was never measured
 (``for_device(..., measured=False)``: the trees alone). A stored model made with another
-version of the features (:data:`FEATURES`) is retrained on first use. Needs LightGBM
+version of the features (:data:`FEATURES`) or another operator set
+(:func:`operator_set`) is retrained on first use. Needs LightGBM
 (``pip install 'tensat-py[learn]'``).
 """
 
@@ -75,6 +76,7 @@ __all__ = [
     "LearnedCostModel",
     "TrainReport",
     "features",
+    "operator_set",
     "spearman",
     "train",
     "MIN_RECORDS",
@@ -126,6 +128,15 @@ def require_lightgbm() -> Any:
 
 def _op_codes() -> dict[str, int]:
     return {name: k for k, name in enumerate(sorted(ops.all_ops()))}
+
+
+def operator_set() -> str:
+    """A digest of the registered operators' names: the operator feature's codes are their
+    sorted positions, so a model trained before an operator was added (or removed) would
+    read shifted codes; a stored model of another operator set is retrained on use."""
+    import hashlib
+
+    return hashlib.sha256(",".join(sorted(ops.all_ops())).encode()).hexdigest()[:16]
 
 
 def _log2(x: float) -> float:
@@ -406,6 +417,7 @@ def train(
             "seed": seed,
             "test_fraction": test_fraction,
             "features": FEATURES,
+            "operators": operator_set(),
         },
     )
     return model, report
@@ -505,8 +517,9 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
         database = db if isinstance(db, ProfileDatabase) else ProfileDatabase(db)
         fp = fingerprint(_device_info(device))
         stored = database.load_model(fp, KIND)
-        if stored is not None and stored.get("meta", {}).get("features") != FEATURES:
-            stored = None  # made by another version of the features: retrain
+        meta = stored.get("meta", {}) if stored is not None else {}
+        if meta.get("features") != FEATURES or meta.get("operators") != operator_set():
+            stored = None  # made by another version of the features or operators: retrain
         if stored is not None:
             predictor = _Predictor.loads(stored["blob"])
             rho = stored["spearman"]

@@ -18,7 +18,7 @@ Conventions shared by every ``evaluate`` here:
   narrowed, so a float64 array stays float64 through every operator (``cast`` between
   float types included, see :func:`_cast`). Transcendental functions of ``float16`` /
   ``bfloat16`` arrays are computed in float32 and rounded back once; ``erf``, ``gelu``,
-  ``softmax``, ``layer_norm`` and ``resize`` (linear) are computed in float64 and
+  ``gelu_tanh``, ``softmax``, ``layer_norm`` and ``resize`` (linear) are computed in float64 and
   rounded back to the array's dtype (a reference, not a fast kernel).
 * Integer operands of float-only functions (``exp``, ``sqrt``, ``erf``...; ONNX has no
   integer kernel for them) are computed in float64 and truncated back toward zero, so
@@ -27,7 +27,7 @@ Conventions shared by every ``evaluate`` here:
   integer base by a negative exponent is ``trunc(float(a) ** b)`` (as onnxruntime).
 
 FLOPs (``cost``): one per output element for every elementwise, comparison and
-``select`` operator except the documented factors of ``erf`` (4), ``gelu`` (6),
+``select`` operator except the documented factors of ``erf`` (4), ``gelu`` (6), ``gelu_tanh`` (8),
 ``hard_sigmoid`` (3) and ``hard_swish`` (4); reductions one per input element;
 ``softmax`` 5 per input element (max, subtract, exp, sum, divide); ``layer_norm`` 8 per
 input element (mean, subtract, square, variance sum, rsqrt-scale, multiply, scale,
@@ -54,7 +54,7 @@ import ml_dtypes
 import numpy as np
 from onnx import TensorProto
 
-from tensat_py.graph import DTYPE_BYTES
+from tensat_py.graph import DTYPE_BYTES, TensorType
 from tensat_py.ops import OpContext, OpDef, default_bytes, onnx_importer, register
 
 __all__ = ["np_dtype", "DTYPES", "ONNX_DTYPES"]
@@ -316,6 +316,34 @@ def _gelu(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
     return _via(x, lambda v: 0.5 * v * (1.0 + _erf64(v / s)), True)
 
 
+#: The tanh approximation's constants as written by ONNX ``Gelu``'s function body
+#: (approximate="tanh", opset 20): 0.044715 and sqrt(2 / pi).
+_GELU_TANH_CUBE = 0.044715
+_GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
+
+
+def _gelu_tanh(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
+    """``gelu_tanh(x)``: ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))``
+    elementwise (GELU's tanh approximation, GPT-2's ``gelu_new``), with both constants
+    rounded to x's declared dtype as ONNX ``Gelu``'s function body casts them (float32:
+    0.044714998453855515 and 0.7978845834732056).
+
+    Shape and dtype: x's. Computed in float64 and rounded once. Source: ONNX ``Gelu``
+    (approximate="tanh", opset 20); Hendrycks and Gimpel, "Gaussian Error Linear Units"
+    (2016), section 2."""
+    x = np.asarray(args[0])
+    declared = getattr(ctx.inputs[0], "dtype", str(x.dtype)) if ctx.inputs else str(x.dtype)
+    try:
+        dt = np.dtype(np_dtype(declared))
+    except (KeyError, ValueError, TypeError):
+        dt = np.dtype(np.float64)
+    if not _is_float(dt):
+        dt = np.dtype(np.float64)
+    c = float(np.asarray(_GELU_TANH_CUBE, dtype=dt))
+    k = float(np.asarray(_GELU_TANH_SCALE, dtype=dt))
+    return _via(x, lambda v: 0.5 * v * (1.0 + np.tanh(k * (v + c * v * v * v))), True)
+
+
 def _hard_swish(x: np.ndarray) -> np.ndarray:
     return x * np.maximum(0, np.minimum(1, x / 6 + 0.5))
 
@@ -386,6 +414,31 @@ def _gelu_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Mul", [m, _const(w, 0.5, dt, "half")], [out])
 
 
+def _gelu_tanh_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
+    """ONNX ``Gelu(approximate="tanh")`` (opset >= 20), else the chain onnxruntime's
+    FastGeluFusion (``fast_gelu_fusion.cc``, its first formula) fuses into one
+    ``FastGelu`` kernel: ``Mul(Mul(x, 0.5), Add(Tanh(Mul(Mul(x, 0.7978845834732056),
+    Add(Mul(Mul(x, 0.044715), x), 1))), 1))``. onnxruntime 1.32 does not fuse the chain
+    when its result is a model output."""
+    if w.opset >= 20:
+        w.emit("Gelu", [ins[0]], [out], approximate="tanh")
+        return
+    dt = ctx.inputs[0].dtype
+    x = ins[0]
+    m1, m2, a1, m4, m3, t, a2, m6 = (
+        w.fresh(f"gelu_tanh_{s}") for s in ("c", "cx", "one", "k", "arg", "tanh", "add", "half")
+    )
+    w.emit("Mul", [x, _const(w, _GELU_TANH_CUBE, dt, "gelu_cube")], [m1])
+    w.emit("Mul", [m1, x], [m2])
+    w.emit("Add", [m2, _const(w, 1.0, dt, "one")], [a1])
+    w.emit("Mul", [x, _const(w, _GELU_TANH_SCALE, dt, "gelu_scale")], [m4])
+    w.emit("Mul", [m4, a1], [m3])
+    w.emit("Tanh", [m3], [t])
+    w.emit("Add", [t, _const(w, 1.0, dt, "one")], [a2])
+    w.emit("Mul", [x, _const(w, 0.5, dt, "half")], [m6])
+    w.emit("Mul", [m6, a2], [out])
+
+
 def _hard_swish_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     """ONNX ``HardSwish`` (opset >= 14), else ``Mul(x, HardSigmoid(x, 1/6, 0.5))``."""
     if w.opset >= 14:
@@ -407,6 +460,7 @@ for _n, (_f, _wide, _k, _o, _w) in _UNARY.items():
         () if _n == "rsqrt" else (_o,),
     )
 _op("gelu", _gelu, _elementwise_cost(6), _gelu_onnx, ("Gelu",))
+_op("gelu_tanh", _gelu_tanh, _elementwise_cost(8), _gelu_tanh_onnx, ("Gelu",))
 
 
 # ------------------------------------------------------- clip, hard_sigmoid, leaky_relu
@@ -1004,7 +1058,12 @@ _ONNX_BINARY = {v[1]: k for k, v in _BINARY.items()} | {v[1]: k for k, v in _COM
 def _import_arith(imp: Any, node: Any) -> None:
     """Add/Sub/Mul/Div/Pow -> add/sub/mul/div/pow; Add and Mul of equal shapes and
     dtypes -> TASO ``ewadd``/``ewmul`` (the TASO rules match those). Pow with an
-    exponent of another dtype casts the exponent to the base's (float base only)."""
+    exponent of another dtype casts the exponent to the base's (float base only).
+
+    A one-element constant operand (shape ``(1, 1, 1)``, as TensorFlow and JAX exporters
+    write) whose rank is at most the other operand's broadcasts exactly as its value does:
+    it becomes a ``scalar``, so that the rules written over scalars (``mul-one``, the GELU
+    patterns) match it."""
     a, b = imp.input(node, 0), imp.input(node, 1)
     ta, tb = imp.type(node, 0), imp.type(node, 1)
     op = _ONNX_BINARY[node.op_type]
@@ -1012,9 +1071,29 @@ def _import_arith(imp: Any, node: Any) -> None:
         if op != "pow" or not _is_float(np_dtype(ta.dtype)):
             raise imp.Unsupported(f"{node.op_type}: operand dtypes {ta.dtype} and {tb.dtype}")
         b = imp.add("cast", {"dtype": ta.dtype}, [b])
-    elif ta.shape == tb.shape and op in ("add", "mul"):
-        op = "ewadd" if op == "add" else "ewmul"
+    else:
+        s = _broadcast_scalar(imp, node, 0, ta, tb)
+        if s is not None:
+            a, ta = s, TensorType((), ta.dtype)
+        s = _broadcast_scalar(imp, node, 1, tb, ta)
+        if s is not None:
+            b, tb = s, TensorType((), tb.dtype)
+        if ta.shape == tb.shape and op in ("add", "mul"):
+            op = "ewadd" if op == "add" else "ewmul"
     imp.set_output(node, 0, imp.add(op, {}, [a, b]))
+
+
+def _broadcast_scalar(imp: Any, node: Any, i: int, t: Any, other: Any) -> int | None:
+    """Input ``i`` (type ``t``) as a ``scalar`` node when it is a constant of one element
+    and rank 1 to ``len(other.shape)``, so that broadcasting it against ``other`` gives
+    the shape its value would; else None."""
+    if not t.shape or math.prod(t.shape) != 1 or len(t.shape) > len(other.shape):
+        return None
+    v = imp.const_value(node, i)
+    if v is None:
+        return None
+    spec = rank0_constant(np.asarray(v).reshape(()), t.dtype)
+    return None if spec is None else imp.add(spec[0], spec[1], [])
 
 
 @onnx_importer("Max", "Min")
@@ -1065,12 +1144,13 @@ def _import_unary(imp: Any, node: Any) -> None:
 
 @onnx_importer("Gelu")
 def _import_gelu(imp: Any, node: Any) -> None:
-    """Gelu (approximate="none") -> gelu; the tanh approximation is not modelled."""
+    """Gelu -> gelu (approximate="none") or gelu_tanh (approximate="tanh")."""
     approx = imp.attrs(node).get("approximate", "none")
     approx = approx.decode() if isinstance(approx, bytes) else str(approx)
-    if approx != "none":
-        raise imp.Unsupported(f"Gelu: approximate={approx!r} is not modelled")
-    imp.set_output(node, 0, imp.add("gelu", {}, [imp.input(node, 0)]))
+    ops = {"none": "gelu", "tanh": "gelu_tanh"}
+    if approx not in ops:
+        raise imp.Unsupported(f"Gelu: approximate={approx!r} is not an ONNX mode")
+    imp.set_output(node, 0, imp.add(ops[approx], {}, [imp.input(node, 0)]))
 
 
 @onnx_importer("Clip")

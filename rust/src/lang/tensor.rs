@@ -60,6 +60,12 @@ pub static DIALECT: Dialect = Dialect {
         op("reciprocal", X, same_float, "1 / x"),
         op("erf", X, same_float, "the error function"),
         op("gelu", X, same_float, "0.5 x (1 + erf(x / sqrt 2))"),
+        op(
+            "gelu_tanh",
+            X,
+            same_float,
+            "0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))",
+        ),
         op("hard_swish", X, same_float, "x max(0, min(1, x / 6 + 0.5))"),
         op("softplus", X, same_float, "log(1 + exp(x))"),
         op(

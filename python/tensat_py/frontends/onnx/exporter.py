@@ -671,7 +671,7 @@ def to_model(
     else:
         default = int(opset or DEFAULT_OPSET)
         opsets = [helper.make_opsetid("", default)]
-        ir_version = DEFAULT_IR_VERSION
+        ir_version = max(DEFAULT_IR_VERSION, int(helper.find_min_ir_version_for(opsets)))
         fns: dict[tuple[str, str], onnx.FunctionProto] = {}
         for p in _payloads(graph):
             for o in p.opset_imports:
