@@ -111,6 +111,66 @@ def _gelu_then_matmul():
     return m
 
 
+def _tanh_gelu(form="first", at_output=False):
+    """GELU's tanh approximation in FastGeluFusion's first form, its second (``Pow``,
+    PyTorch's) or JAX's, read by a Relu (or ending at the output)."""
+    k, c = math.sqrt(2.0 / math.pi), 0.044715
+    if form == "first":
+        arg = [
+            helper.make_node("Mul", ["x", "c"], ["m1"]),
+            helper.make_node("Mul", ["m1", "x"], ["m2"]),
+            helper.make_node("Add", ["m2", "one"], ["a1"]),
+            helper.make_node("Mul", ["x", "k"], ["m4"]),
+            helper.make_node("Mul", ["m4", "a1"], ["arg"]),
+        ]
+    elif form == "pow":
+        arg = [
+            helper.make_node("Pow", ["x", "three"], ["p"]),
+            helper.make_node("Mul", ["p", "c"], ["m1"]),
+            helper.make_node("Add", ["x", "m1"], ["a1"]),
+            helper.make_node("Mul", ["a1", "k"], ["arg"]),
+        ]
+    else:  # jax2tf: x * (x * (c * x))
+        arg = [
+            helper.make_node("Mul", ["c", "x"], ["m1"]),
+            helper.make_node("Mul", ["x", "m1"], ["m2"]),
+            helper.make_node("Mul", ["x", "m2"], ["m3"]),
+            helper.make_node("Add", ["x", "m3"], ["a1"]),
+            helper.make_node("Mul", ["k", "a1"], ["arg"]),
+        ]
+    last = "y" if at_output else "g"
+    nodes = [
+        *arg,
+        helper.make_node("Tanh", ["arg"], ["t"]),
+        helper.make_node("Add", ["t", "one"], ["a2"]),
+        helper.make_node("Mul", ["x", "half"], ["h"]),
+        helper.make_node("Mul", ["h", "a2"], [last]),
+    ]
+    if not at_output:
+        nodes.append(helper.make_node("Relu", ["g"], ["y"]))
+    inits = [_c("c", c), _c("k", k), _c("one", 1.0), _c("half", 0.5), _c("three", 3.0)]
+    return _model(nodes, inits)
+
+
+@pytest.mark.parametrize("form", ["first", "pow"])
+def test_a_tanh_gelu_is_found_where_onnxruntime_fuses_it(form, tmp_path):
+    model = _tanh_gelu(form)
+    assert "FastGelu" in _ort_ops(model, tmp_path)
+    g, found = _ours(model, tmp_path)
+    assert [f.op for f in found.values()] == ["gelu_tanh"]
+    (root,) = found
+    chain = {i for i, n in enumerate(g.nodes) if n.op not in ("input", "scalar", "relu")}
+    assert set(found[root].absorbed) | {root} == chain
+
+
+@pytest.mark.parametrize(("form", "at_output"), [("first", True), ("pow", True), ("jax", False)])
+def test_no_tanh_gelu_where_onnxruntime_does_not_fuse_it(form, at_output, tmp_path):
+    model = _tanh_gelu(form, at_output)
+    assert "FastGelu" not in _ort_ops(model, tmp_path)
+    _, found = _ours(model, tmp_path)
+    assert found == {}
+
+
 def _ort_ops(model, tmp_path):
     """Operator types in onnxruntime's optimised graph (CPU, ORT_ENABLE_ALL)."""
     return set(optimised_ops(model))

@@ -576,6 +576,57 @@ def test_a_jax_tanh_gelu_is_optimised_into_one_that_onnxruntime_fuses(tmp_path: 
     assert fused["FastGelu"] == 1 and "Tanh" not in fused, fused
 
 
+@pytest.mark.parametrize("form", ["pow", "first"])
+def test_the_tanh_gelu_onnxruntime_fuses_is_recognised_and_written_back(form, tmp_path: Path):
+    # PyTorch's tanh GELU (x^3 as Pow; GPT-2's gelu_new) and FastGeluFusion's first form,
+    # which the exporter writes for gelu_tanh before opset 20: both read back as gelu_tanh.
+    k, c3 = math.sqrt(2 / math.pi), 0.044715
+    c = [
+        numpy_helper.from_array(np.asarray(v, np.float32), n)
+        for n, v in (("c", c3), ("k", k), ("one", 1.0), ("half", 0.5), ("three", 3.0))
+    ]
+    if form == "pow":
+        arg = [
+            helper.make_node("Pow", ["h", "three"], ["p"]),
+            helper.make_node("Mul", ["p", "c"], ["m1"]),
+            helper.make_node("Add", ["h", "m1"], ["a1"]),
+            helper.make_node("Mul", ["a1", "k"], ["arg"]),
+        ]
+    else:
+        arg = [
+            helper.make_node("Mul", ["h", "c"], ["m1"]),
+            helper.make_node("Mul", ["m1", "h"], ["m2"]),
+            helper.make_node("Add", ["m2", "one"], ["a1"]),
+            helper.make_node("Mul", ["h", "k"], ["m4"]),
+            helper.make_node("Mul", ["m4", "a1"], ["arg"]),
+        ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        *arg,
+        helper.make_node("Tanh", ["arg"], ["t"]),
+        helper.make_node("Add", ["t", "one"], ["a2"]),
+        helper.make_node("Mul", ["h", "half"], ["hh"]),
+        helper.make_node("Mul", ["hh", "a2"], ["gelu"]),
+        helper.make_node("Relu", ["gelu"], ["y"]),
+    ]
+    src = _model(nodes, [_vi("x", [2, 16])], [_vi("y", [2, 8])], [_w("w", [16, 8], 1), *c])
+    g = tonnx.load(src)
+    res = tensat_py.optimize(g, extractor="greedy-dag", verify=True, min_gain=0.0)
+    assert res.extraction_status not in tensat_py.pipeline.FALLBACKS, res.message
+    live = res.graph.live()
+    ops_after = Counter(n.op for i, n in enumerate(res.graph.nodes) if live[i])
+    assert ops_after["gelu_tanh"] == 1 and ops_after["tanh"] == 0, ops_after
+    out = tmp_path / "y.onnx"
+    tensat_py.save(res.graph, str(out), source=g)
+    _same(src, onnx.load(str(out)), {"x": _x((2, 16))})
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "fused.onnx")
+    ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
+    assert _ops(onnx.load(so.optimized_model_filepath))["FastGelu"] == 1
+
+
 def test_an_exported_layer_norm_is_optimised_into_one_that_onnxruntime_fuses(tmp_path: Path):
     # What exporters write before opset 17, over the last axis of a [2, 16, 32] tensor.
     c = [

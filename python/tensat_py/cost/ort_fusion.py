@@ -13,6 +13,12 @@ chains onnxruntime fuses:
   ``Mul(x)`` -> ``Mul(0.5)``, the ``0.5`` also on ``x`` first (``Mul(Mul(x, 0.5), 1 +
   erf)``): one ``Gelu``, priced as ``gelu(x)``. ``Mul(x, 1/sqrt 2)`` in place of the
   ``Div`` is not fused by onnxruntime 1.32 (checked in the tests), nor here.
+* **FastGeluFusion** (``fast_gelu_fusion.cc``): ``Mul(Mul(x, 0.5), Add(Tanh(arg), 1))``
+  with ``arg`` = ``Mul(Mul(x, k), Add(Mul(Mul(x, c), x), 1))`` (its first formula, which
+  the exporter writes for ``gelu_tanh`` before opset 20) or ``Mul(Add(x, Mul(Pow(x, 3),
+  c)), k)`` (the second, PyTorch's and GPT-2's), k = sqrt(2 / pi), c = 0.044715: one
+  ``FastGelu``, priced as ``gelu_tanh(x)``. Not at a program output (onnxruntime 1.32
+  leaves that chain alone), nor JAX's ``x * (x * (c * x))`` form.
 * **LayerNormFusion** (``layer_norm_fusion.cc``): ``ReduceMean`` over the last axes ->
   ``Sub`` -> ``Pow(2)`` -> ``ReduceMean`` -> ``Add(eps)`` -> ``Sqrt`` -> ``Div`` ->
   ``Mul(scale)`` -> ``Add(bias)``: one ``LayerNormalization``, priced as
@@ -42,6 +48,8 @@ __all__ = ["ort_fusions"]
 _MUL = frozenset({"mul", "ewmul"})
 _ADD = frozenset({"add", "ewadd"})
 _SQRT2 = math.sqrt(2.0)
+_TANH_SCALE = math.sqrt(2.0 / math.pi)
+_TANH_CUBE = 0.044715
 
 
 class _Program:
@@ -119,6 +127,85 @@ def _one_plus_erf(p: _Program, a: int, x: int, reader: int) -> tuple[int, ...] |
         if dn.op == "div" and dn.inputs[0] == x and p.is_value(dn.inputs[1], _SQRT2):
             if p.sole(d, e):
                 return (a, e, d)
+    return None
+
+
+def _fast_gelu(p: _Program, root: int) -> Fusion | None:
+    """The tanh-GELU chain ending at ``root`` (a Mul that no output holds), as
+    ``gelu_tanh(x)``: ``Mul(Mul(x, 0.5), Add(Tanh(arg), 1))`` with ``arg`` one of
+    FastGeluFusion's two forms (:func:`_tanh_arg`)."""
+    n = p.node(root)
+    if n.op not in _MUL or len(n.inputs) != 2 or root in p.outputs:
+        return None
+    for h, a in (n.inputs, n.inputs[::-1]):
+        if p.node(h).op not in _MUL or not p.sole(h, root):
+            continue
+        for x, half in (p.node(h).inputs, p.node(h).inputs[::-1]):
+            if p.is_value(half, 0.5):
+                got = _one_plus_tanh(p, a, x, root)
+                if got is not None:
+                    return Fusion("gelu_tanh", {}, (x,), (h, *got))
+    return None
+
+
+def _one_plus_tanh(p: _Program, a: int, x: int, reader: int) -> tuple[int, ...] | None:
+    """``Add(Tanh(arg), 1)`` at node ``a``, read by ``reader`` alone: its nodes."""
+    if p.node(a).op not in _ADD or not p.sole(a, reader):
+        return None
+    for t, one in (p.node(a).inputs, p.node(a).inputs[::-1]):
+        if not p.is_value(one, 1.0) or p.node(t).op != "tanh" or not p.sole(t, a):
+            continue
+        (arg,) = p.node(t).inputs
+        got = _tanh_arg(p, arg, x, t)
+        if got is not None:
+            return (a, t, *got)
+    return None
+
+
+def _mul_by(p: _Program, nid: int, x: int, value: float, reader: int) -> bool:
+    """Whether node ``nid`` is ``Mul(x, value)`` (either order), read by ``reader`` alone."""
+    n = p.node(nid)
+    if n.op not in _MUL or len(n.inputs) != 2 or not p.sole(nid, reader):
+        return False
+    return any(u == x and p.is_value(c, value) for u, c in (n.inputs, n.inputs[::-1]))
+
+
+def _tanh_arg(p: _Program, m: int, x: int, reader: int) -> tuple[int, ...] | None:
+    """The nodes of ``m``, read by ``reader`` alone, when it is ``sqrt(2/pi) * (x + 0.044715
+    * x^3)`` in one of FastGeluFusion's forms: ``Mul(Mul(x, k), Add(Mul(Mul(x, c), x), 1))``
+    (first) or ``Mul(Add(x, Mul(Pow(x, 3), c)), k)`` (second), with k = 0.7978845834732056
+    and c = 0.044715, any operand order."""
+    n = p.node(m)
+    if n.op not in _MUL or len(n.inputs) != 2 or not p.sole(m, reader):
+        return None
+    for u, v in (n.inputs, n.inputs[::-1]):
+        # first form: u = Mul(x, k); v = Add(Mul(Mul(x, c), x), 1)
+        vn = p.node(v)
+        if _mul_by(p, u, x, _TANH_SCALE, m) and vn.op in _ADD and p.sole(v, m):
+            for w, one in (vn.inputs, vn.inputs[::-1]):
+                wn = p.node(w)
+                if not p.is_value(one, 1.0) or wn.op not in _MUL or not p.sole(w, v):
+                    continue
+                for c, other in (wn.inputs, wn.inputs[::-1]):
+                    if other == x and _mul_by(p, c, x, _TANH_CUBE, w):
+                        return (m, u, v, w, c)
+        # second form: u = Add(x, Mul(Pow(x, 3), c)), v = k
+        un = p.node(u)
+        if p.is_value(v, _TANH_SCALE) and un.op in _ADD and p.sole(u, m):
+            for other, c in (un.inputs, un.inputs[::-1]):
+                cn = p.node(c)
+                if other != x or cn.op not in _MUL or not p.sole(c, u):
+                    continue
+                for q, k in (cn.inputs, cn.inputs[::-1]):
+                    qn = p.node(q)
+                    if (
+                        p.is_value(k, _TANH_CUBE)
+                        and qn.op == "pow"
+                        and qn.inputs[0] == x
+                        and p.is_value(qn.inputs[1], 3.0)
+                        and p.sole(q, c)
+                    ):
+                        return (m, u, c, q)
     return None
 
 
@@ -240,7 +327,7 @@ def _scaled(p: _Program, nid: int) -> int | None:
 def ort_fusions(graph: Graph) -> dict[int, Fusion]:
     """The chains of ``graph`` onnxruntime (CPU, ``ORT_ENABLE_ALL``) runs as one kernel,
     each as what its kernel is priced as (see the module docstring), by the id of the node
-    priced: the one that ends a GELU or a layer normalisation, the MatMul of a scaled
+    priced: the one that ends a GELU (erf or tanh) or a layer normalisation, the MatMul of a scaled
     MatMul. A node belongs to one chain at most; constant nodes never start one (they are
     folded before inference)."""
     p = _Program(graph)
@@ -249,7 +336,7 @@ def ort_fusions(graph: Graph) -> dict[int, Fusion]:
     for nid, node in enumerate(graph.nodes):
         if not p.live[nid] or node.constant or nid in taken:
             continue
-        f = _gelu(p, nid) or _layer_norm(p, nid) or _matmul_scale(p, nid)
+        f = _gelu(p, nid) or _fast_gelu(p, nid) or _layer_norm(p, nid) or _matmul_scale(p, nid)
         # A node already in a chain, or ending one, is not taken again: a GELU's last
         # `Mul(0.5)` feeding a MatMul stays the GELU's, as onnxruntime fuses it.
         if f is None or any(a in taken or a in out for a in f.absorbed):
