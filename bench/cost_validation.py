@@ -15,8 +15,10 @@ loaded with its input shapes), in one run:
 3. onnxruntime (CPUExecutionProvider, ``ORT_ENABLE_ALL``, 2 intra-op threads, spinning
    off, as ``bench/onnx_bench.py``) runs the original, a second session of the original
    (the A/A control: the noise) and each optimised model on the same inputs, rotating
-   which goes first, ``--runs`` times after ``--warmup`` runs; outputs must agree within
-   1e-3 relative;
+   which goes first, ``--runs`` times after ``--warmup`` runs, or more rounds when one
+   round takes less than ``--min-seconds`` / ``--runs``: the rounds fill at least
+   ``--min-seconds`` (a 5 ms model's measured ratio moved by 6 % between runs of 30
+   rounds); outputs must agree within 1e-3 relative;
 4. the *measured* ratio is the original's latency over the optimised one's: the median of
    the per-round ratios (:func:`tensat_py.runtime.timing.paired_ratio`).
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import statistics
 import sys
 import time
@@ -69,6 +72,8 @@ class Row:
     optimize_s: dict[str, float] = field(default_factory=dict)
     #: Original / other, medians of per-round ratios: ``"control"`` and each cost model.
     ratios: dict[str, float] = field(default_factory=dict)
+    #: Timed rounds of rotating runs.
+    rounds: int = 0
 
     @property
     def control(self) -> float:
@@ -131,6 +136,16 @@ def _session(model):
     return ort_exec.session(model, threads=2, level="all", spinning=False)
 
 
+def _rounds(calls, runs: int, min_seconds: float) -> int:
+    """At least ``runs`` rounds, and as many as fill ``min_seconds`` at the time of one
+    round (each call run once, untimed otherwise)."""
+    t = time.perf_counter()
+    for call in calls:
+        call()
+    one = time.perf_counter() - t
+    return max(runs, math.ceil(min_seconds / max(one, 1e-9)))
+
+
 def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
     """Optimise ``source`` (a zoo Graph, an ONNX path, or an ONNX path and its input
     shapes) under each model and time all."""
@@ -179,9 +194,9 @@ def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
             if not err <= TOLERANCE:
                 raise AssertionError(f"{name}/{cm}: outputs differ, relative error {err:.3g}")
     uniq = list(dict.fromkeys(sessions.values()))
-    runs = timing.rotating(
-        [lambda s=s: s.run(None, feeds) for s in uniq], rounds=args.runs, warmup=args.warmup
-    )
+    calls = [lambda s=s: s.run(None, feeds) for s in uniq]
+    rounds = _rounds(calls, args.runs, args.min_seconds)
+    runs = timing.rotating(calls, rounds=rounds, warmup=args.warmup)
     times = {id(s): t for s, t in zip(uniq, runs, strict=True)}
     med = {key: statistics.median(v) * 1e3 for key, v in times.items()}
     orig = times[id(sessions["original"])]
@@ -194,29 +209,31 @@ def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
         status=status,
         optimize_s=opt_s,
         ratios={k: timing.paired_ratio(times[id(s)], orig) for k, s in sessions.items()},
+        rounds=rounds,
     )
 
 
 def table(rows: list[Row], cms: list[str], args: argparse.Namespace, extra: str) -> str:
     """The markdown report."""
     head = (
-        "| model | original (ms) | A/A | "
+        "| model | original (ms) | rounds | A/A | "
         + " | ".join(f"{cm} predicted | {cm} measured | {cm} error" for cm in cms)
         + " |"
     )
     lines = [
         f"onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, 2 intra-op threads, spinning off; "
-        f"{args.runs} rounds of rotating runs after {args.warmup} warm-up runs (latencies: "
+        f"at least {args.runs} rounds of rotating runs, filling at least {args.min_seconds:g} s "
+        f"(column rounds), after {args.warmup} warm-up runs (latencies: "
         "medians; ratios: medians of per-round ratios); A/A = the "
         f"original against a second session of itself (noise); predicted = cost before / "
         f"after under the model that guided the optimisation; measured = original / optimised "
         f"latency; error = predicted / measured - 1. {extra}",
         "",
         head,
-        "|---|---:|---:|" + "---:|---:|---:|" * len(cms),
+        "|---|---:|---:|---:|" + "---:|---:|---:|" * len(cms),
     ]
     for r in rows:
-        cells = [f"{r.model}", f"{r.original_ms:.3f}", f"{r.control:.3f}"]
+        cells = [f"{r.model}", f"{r.original_ms:.3f}", f"{r.rounds}", f"{r.control:.3f}"]
         for cm in cms:
             cells += [f"{r.predicted[cm]:.3f}", f"{r.measured(cm):.3f}", f"{r.error(cm):+.1%}"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -315,6 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost-models", nargs="*", default=list(COST_MODELS))
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument(
+        "--min-seconds",
+        type=float,
+        default=10.0,
+        help="time the rounds of one model fill at least (more rounds for small models)",
+    )
     p.add_argument("--time-limit", type=float, default=30.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None)
