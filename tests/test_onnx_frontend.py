@@ -534,7 +534,25 @@ def test_an_exported_gelu_is_optimised_into_one_gelu_that_onnxruntime_fuses(tmp_
     assert "Gelu" in _ops(onnx.load(so.optimized_model_filepath))
 
 
-def test_a_jax_tanh_gelu_is_optimised_into_one_that_onnxruntime_fuses(tmp_path: Path):
+def _optimised_into_one_fast_gelu(src: onnx.ModelProto, feeds) -> onnx.ModelProto:
+    """``src`` (one tanh GELU) optimised: one ``gelu_tanh`` left, saved, computing what
+    ``src`` computes and fused by onnxruntime into one ``FastGelu``; the saved model."""
+    from ort_helpers import optimised_ops
+
+    g = tonnx.load(src)
+    res = tensat_py.optimize(g, extractor="greedy-dag", verify=True, min_gain=0.0)
+    assert res.extraction_status not in tensat_py.pipeline.FALLBACKS, res.message
+    live = res.graph.live()
+    ops_after = Counter(n.op for i, n in enumerate(res.graph.nodes) if live[i])
+    assert ops_after["gelu_tanh"] == 1 and ops_after["tanh"] == 0, ops_after
+    saved = tonnx.to_model(res.graph, source=g)
+    _same(src, saved, feeds)
+    fused = optimised_ops(saved)
+    assert fused["FastGelu"] == 1 and "Tanh" not in fused, fused
+    return saved
+
+
+def test_a_jax_tanh_gelu_is_optimised_into_one_that_onnxruntime_fuses():
     # jax2tf's GELU (approximate=True), constants of shape [1, 1, 1] as its exporter folds
     # them: x * (0.5 * (1 + tanh(0.79788 * (x + x * (x * (0.044715 * x)))))).
     c = [
@@ -556,28 +574,12 @@ def test_a_jax_tanh_gelu_is_optimised_into_one_that_onnxruntime_fuses(tmp_path: 
     ]
     inits = [_w("w", [16, 8], 1), *c]
     src = _model(nodes, [_vi("x", [2, 4, 16])], [_vi("y", [2, 4, 8])], inits, opset=15)
-    g = tonnx.load(src)
-    res = tensat_py.optimize(g, extractor="greedy-dag", verify=True, min_gain=0.0)
-    assert res.extraction_status not in tensat_py.pipeline.FALLBACKS, res.message
-    live = res.graph.live()
-    ops_after = Counter(n.op for i, n in enumerate(res.graph.nodes) if live[i])
-    assert ops_after["gelu_tanh"] == 1 and ops_after["tanh"] == 0, ops_after
-    out = tmp_path / "y.onnx"
-    tensat_py.save(res.graph, str(out), source=g)
-    saved = onnx.load(str(out))
+    saved = _optimised_into_one_fast_gelu(src, {"x": _x((2, 4, 16))})
     assert saved.opset_import[0].version == 15
-    _same(src, saved, {"x": _x((2, 4, 16))})
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "fused.onnx")
-    ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
-    fused = _ops(onnx.load(so.optimized_model_filepath))
-    assert fused["FastGelu"] == 1 and "Tanh" not in fused, fused
 
 
 @pytest.mark.parametrize("form", ["pow", "first"])
-def test_the_tanh_gelu_onnxruntime_fuses_is_recognised_and_written_back(form, tmp_path: Path):
+def test_the_tanh_gelu_onnxruntime_fuses_is_recognised_and_written_back(form):
     # PyTorch's tanh GELU (x^3 as Pow; GPT-2's gelu_new) and FastGeluFusion's first form,
     # which the exporter writes for gelu_tanh before opset 20: both read back as gelu_tanh.
     k, c3 = math.sqrt(2 / math.pi), 0.044715
@@ -610,21 +612,7 @@ def test_the_tanh_gelu_onnxruntime_fuses_is_recognised_and_written_back(form, tm
         helper.make_node("Relu", ["gelu"], ["y"]),
     ]
     src = _model(nodes, [_vi("x", [2, 16])], [_vi("y", [2, 8])], [_w("w", [16, 8], 1), *c])
-    g = tonnx.load(src)
-    res = tensat_py.optimize(g, extractor="greedy-dag", verify=True, min_gain=0.0)
-    assert res.extraction_status not in tensat_py.pipeline.FALLBACKS, res.message
-    live = res.graph.live()
-    ops_after = Counter(n.op for i, n in enumerate(res.graph.nodes) if live[i])
-    assert ops_after["gelu_tanh"] == 1 and ops_after["tanh"] == 0, ops_after
-    out = tmp_path / "y.onnx"
-    tensat_py.save(res.graph, str(out), source=g)
-    _same(src, onnx.load(str(out)), {"x": _x((2, 16))})
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "fused.onnx")
-    ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
-    assert _ops(onnx.load(so.optimized_model_filepath))["FastGelu"] == 1
+    _optimised_into_one_fast_gelu(src, {"x": _x((2, 16))})
 
 
 def test_an_exported_layer_norm_is_optimised_into_one_that_onnxruntime_fuses(tmp_path: Path):
