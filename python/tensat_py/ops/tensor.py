@@ -18,8 +18,8 @@ Conventions shared by every ``evaluate`` here:
   narrowed, so a float64 array stays float64 through every operator (``cast`` between
   float types included, see :func:`_cast`). Transcendental functions of ``float16`` /
   ``bfloat16`` arrays are computed in float32 and rounded back once; ``erf``, ``gelu``,
-  ``gelu_tanh``, ``softmax``, ``layer_norm`` and ``resize`` (linear) are computed in float64 and
-  rounded back to the array's dtype (a reference, not a fast kernel).
+  ``gelu_tanh``, ``softmax``, ``layer_norm`` and ``resize`` (linear) are computed in
+  float64 and rounded back to the array's dtype (a reference, not a fast kernel).
 * Integer operands of float-only functions (``exp``, ``sqrt``, ``erf``...; ONNX has no
   integer kernel for them) are computed in float64 and truncated back toward zero, so
   the output dtype is always the declared one.
@@ -27,9 +27,9 @@ Conventions shared by every ``evaluate`` here:
   integer base by a negative exponent is ``trunc(float(a) ** b)`` (as onnxruntime).
 
 FLOPs (``cost``): one per output element for every elementwise, comparison and
-``select`` operator except the documented factors of ``erf`` (4), ``gelu`` (6), ``gelu_tanh`` (8),
-``hard_sigmoid`` (3) and ``hard_swish`` (4); reductions one per input element;
-``softmax`` 5 per input element (max, subtract, exp, sum, divide); ``layer_norm`` 8 per
+``select`` operator except the documented factors of ``erf`` (4), ``gelu`` (6),
+``gelu_tanh`` (8), ``hard_sigmoid`` (3) and ``hard_swish`` (4); reductions one per input
+element; ``softmax`` 5 per input element (max, subtract, exp, sum, divide); ``layer_norm`` 8 per
 input element (mean, subtract, square, variance sum, rsqrt-scale, multiply, scale,
 bias); ``global_avg_pool`` one per input element; data movement (``broadcast_to``,
 ``slice``, ``pad``, ``gather``, ``cast``, ``resize`` nearest) none; ``resize`` linear
