@@ -103,6 +103,17 @@ pub fn validate(p: &Problem) -> Result<(), String> {
     Ok(())
 }
 
+/// Puts each of `nodes` (the parents of a class that just improved) at the back of the work
+/// list, unless it is queued already.
+fn requeue(nodes: &[usize], queued: &mut [bool], work: &mut VecDeque<usize>) {
+    for &j in nodes {
+        if !queued[j] {
+            queued[j] = true;
+            work.push_back(j);
+        }
+    }
+}
+
 /// For each class, the nodes that have it as a child (each node listed once per class).
 fn parents(p: &Problem) -> Vec<Vec<usize>> {
     let mut par = vec![Vec::new(); p.num_classes];
@@ -241,12 +252,7 @@ pub fn greedy_tree(p: &Problem) -> Vec<Option<usize>> {
         if c < cost[class] {
             cost[class] = c;
             best[class] = Some(i);
-            for &j in &par[class] {
-                if !queued[j] {
-                    queued[j] = true;
-                    work.push_back(j);
-                }
-            }
+            requeue(&par[class], &mut queued, &mut work);
         }
     }
     finish(p, best)
@@ -376,12 +382,7 @@ pub fn greedy_dag(p: &Problem) -> Vec<Option<usize>> {
             has[class] = true;
             totals[class] = total;
             best[class] = Some(i);
-            for &j in &par[class] {
-                if !queued[j] {
-                    queued[j] = true;
-                    work.push_back(j);
-                }
-            }
+            requeue(&par[class], &mut queued, &mut work);
         }
     }
     check_dag(p, best)
@@ -602,12 +603,7 @@ pub fn greedy_dag_reference(p: &Problem) -> Vec<Option<usize>> {
                 total,
             });
             best[class] = Some(i);
-            for &j in &par[class] {
-                if !queued[j] {
-                    queued[j] = true;
-                    work.push_back(j);
-                }
-            }
+            requeue(&par[class], &mut queued, &mut work);
         }
     }
     check_dag(p, best)
@@ -749,12 +745,7 @@ pub fn beam_dag(p: &Problem, width: usize) -> Vec<Option<usize>> {
             changed = true;
         }
         if changed {
-            for &j in &par[class] {
-                if !queued[j] {
-                    queued[j] = true;
-                    work.push_back(j);
-                }
-            }
+            requeue(&par[class], &mut queued, &mut work);
         }
     }
     let dag = greedy_dag(p);

@@ -291,16 +291,15 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
     return np.reciprocal(np.sqrt(x))
 
 
-def _sqrt2_in(dtype: str) -> float:
-    """sqrt(2) as ONNX ``Gelu``'s function body computes it for operands of ``dtype``:
-    ``Sqrt(CastLike(2, X))``, rounded to ``dtype`` (float32: 1.4142135381698608)."""
+def _rounded_to(value: float, dtype: str) -> float:
+    """``value`` rounded to the float dtype ``dtype``, as ONNX ``Gelu``'s function body casts
+    its constants to X's type (``CastLike``; float32 sqrt(2): 1.4142135381698608); unchanged
+    for an unknown or non-float dtype."""
     try:
-        dt = np_dtype(dtype)
+        dt = np.dtype(np_dtype(dtype))
     except (KeyError, ValueError, TypeError):
-        return _SQRT2
-    if not _is_float(np.dtype(dt)):
-        return _SQRT2
-    return float(np.sqrt(np.asarray(2.0, dtype=dt)))
+        return value
+    return float(np.asarray(value, dtype=dt)) if _is_float(dt) else value
 
 
 def _gelu(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -312,7 +311,7 @@ def _gelu(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
     (approximate="none")."""
     x = np.asarray(args[0])
     declared = getattr(ctx.inputs[0], "dtype", str(x.dtype)) if ctx.inputs else str(x.dtype)
-    s = _sqrt2_in(declared)
+    s = _rounded_to(_SQRT2, declared)
     return _via(x, lambda v: 0.5 * v * (1.0 + _erf64(v / s)), True)
 
 
@@ -333,14 +332,7 @@ def _gelu_tanh(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
     (2016), section 2."""
     x = np.asarray(args[0])
     declared = getattr(ctx.inputs[0], "dtype", str(x.dtype)) if ctx.inputs else str(x.dtype)
-    try:
-        dt = np.dtype(np_dtype(declared))
-    except (KeyError, ValueError, TypeError):
-        dt = np.dtype(np.float64)
-    if not _is_float(dt):
-        dt = np.dtype(np.float64)
-    c = float(np.asarray(_GELU_TANH_CUBE, dtype=dt))
-    k = float(np.asarray(_GELU_TANH_SCALE, dtype=dt))
+    c, k = _rounded_to(_GELU_TANH_CUBE, declared), _rounded_to(_GELU_TANH_SCALE, declared)
     return _via(x, lambda v: 0.5 * v * (1.0 + np.tanh(k * (v + c * v * v * v))), True)
 
 
