@@ -632,3 +632,19 @@ def test_a_boolean_operand_is_timed_as_a_mask_in_runs_not_at_random(monkeypatch)
     assert (masks == np.tril(np.ones((5, 5), bool))).all()
     assert prof._mask((4,)).tolist() == [True, True, False, False]
     assert prof._mask(()).item() is True
+
+
+def test_replaced_figures_price_the_program_inside_the_block_only(cache):
+    # bench/profile_noise.py re-prices two programs with re-measured figures this way.
+    g = _twin_convs()
+    m = ProfileCostModel("cpu")
+    before = m.graph_cost(g)
+    apps = m.applications(m.program_contexts(g))
+    assert set(apps) == _priced_signatures(g)  # one conv, one relu signature
+    conv = next(s for s, c in apps.items() if c.op == "conv2d")
+    stored = len(m.db.records(m.fingerprint))
+    with m.figures_replaced({conv: 1.0}):  # one second a convolution; there are two
+        inside = m.graph_cost(g)
+    assert 1.9 < inside - before < 2.0
+    assert m.graph_cost(g) == before
+    assert len(m.db.records(m.fingerprint)) == stored

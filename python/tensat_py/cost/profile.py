@@ -53,6 +53,7 @@ load moved its median by 3x and its lower quartile by a few per cent).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -60,7 +61,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -1197,18 +1198,50 @@ class ProfileCostModel(ColdWeights, OrtProgram, OpCostModel):
         """Measured seconds for one operator application (see :meth:`costs`)."""
         return self.costs([ctx])[0]
 
-    def missing(self, ctxs: Sequence[ops.OpContext]) -> list[ops.OpContext]:
-        """The distinct priced contexts among ``ctxs`` not yet in the cache (the first
-        context of each signature, as :meth:`costs` measures it: a graph's own context,
-        which carries an opaque operator's payload, before an e-graph's). With fusion on,
-        these are the kernels :meth:`costs` measures (:func:`ort_kernels`: a convolution
-        with its bias or activation is measured as the plain convolution), not the fused
-        applications themselves, which it never measures."""
+    def applications(self, ctxs: Sequence[ops.OpContext]) -> dict[str, ops.OpContext]:
+        """The distinct measured applications that price ``ctxs``, by :func:`signature`:
+        the first context of each signature, canonical (:func:`canonical`), as
+        :meth:`costs` measures it. With fusion on, these are the kernels of
+        :func:`ort_kernels` (a convolution with its bias or activation is measured as the
+        plain convolution), never the fused applications themselves. Calibrations
+        (call overhead, reorders, bandwidth) are not among them."""
         if self.fusion:
             ctxs = ort_kernels(ctxs)[0]
         sigs: dict[str, ops.OpContext] = {}
         for c in ctxs:
             if self._priced(c):
                 sigs.setdefault(signature(c), canonical(c))
+        return sigs
+
+    def missing(self, ctxs: Sequence[ops.OpContext]) -> list[ops.OpContext]:
+        """:meth:`applications` of ``ctxs`` whose figure is not yet in the cache: what
+        :meth:`costs` would measure (a graph's own context, which carries an opaque
+        operator's payload, before an e-graph's)."""
+        sigs = self.applications(ctxs)
         have = self.db.get(self.fingerprint, sigs)
         return [c for s, c in sigs.items() if s not in have]
+
+    @contextlib.contextmanager
+    def figures_replaced(self, lows: Mapping[str, float]) -> Iterator[None]:
+        """Inside the ``with`` block, prices each signature of ``lows`` with the given raw
+        figure (a lower quartile in seconds, as :class:`Measurement` ``low``) in place of
+        the cache's; the cache is not written. For what-if and noise studies
+        (bench/profile_noise.py: how far the predicted speedup moves when one-operator
+        figures are re-measured).
+
+        Example::
+
+            with model.figures_replaced({signature(ctx): 120e-6}):
+                cost = model.graph_cost(graph)
+        """
+        saved = {s: self._memo[s] for s in lows if s in self._memo}
+        try:
+            for s, raw in lows.items():
+                self._memo[s] = self._figure(raw)
+            yield
+        finally:
+            for s in lows:
+                if s in saved:
+                    self._memo[s] = saved[s]
+                else:
+                    self._memo.pop(s, None)
