@@ -146,18 +146,32 @@ def _rounds(calls, runs: int, min_seconds: float) -> int:
     return max(runs, math.ceil(min_seconds / max(one, 1e-9)))
 
 
-def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
-    """Optimise ``source`` (a zoo Graph, an ONNX path, or an ONNX path and its input
-    shapes) under each model and time all."""
-    if isinstance(source, tuple):  # a real model: its input shapes fixed, shapes folded
+def original_model(source):
+    """The ONNX model of ``source``: a zoo Graph exported with random weights (seed 0), an
+    ONNX path as given (its shapes static), or an ONNX path and its input shapes (shapes
+    fixed and folded, as ``tensat_py.load`` does)."""
+    if isinstance(source, tuple):
         path, shapes = source
-        original = tonnx.to_model(tensat_py.load(path, input_shapes=shapes))
-    elif isinstance(source, str | Path):
+        return tonnx.to_model(tensat_py.load(path, input_shapes=shapes))
+    if isinstance(source, str | Path):
         import onnx
 
-        original = onnx.load(str(source))  # the file as given (its shapes static)
-    else:
-        original = tonnx.to_model(source, weights="random")
+        return onnx.load(str(source))
+    return tonnx.to_model(source, weights="random")
+
+
+def optimise(loaded, model, time_limit: float):
+    """``optimize`` as validated: unverified, and with ``confirm=False``, so that the cost
+    model's own choice is what is measured (optimize would otherwise time it on
+    onnxruntime and keep the input when it is not faster)."""
+    return tensat_py.optimize(
+        loaded, cost_model=model, device="cpu", time_limit=time_limit, verify=False, confirm=False
+    )
+
+
+def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
+    """Optimise ``source`` (see :func:`original_model`) under each model and time all."""
+    original = original_model(source)
     loaded = tonnx.load(original)
     sessions = {"original": _session(original), "control": _session(original)}
     predicted, status, opt_s = {}, {}, {}
@@ -166,16 +180,7 @@ def bench_model(name: str, source, cms: dict, args: argparse.Namespace) -> Row:
     exported: dict[str, bytes] = {"original": canonical(original)}
     for cm, model in cms.items():
         t = time.perf_counter()
-        # confirm=False: the cost model's own choice is what is validated here (optimize
-        # would otherwise time it on onnxruntime and keep the input when it is not faster).
-        res = tensat_py.optimize(
-            loaded,
-            cost_model=model,
-            device="cpu",
-            time_limit=args.time_limit,
-            verify=False,
-            confirm=False,
-        )
+        res = optimise(loaded, model, args.time_limit)
         opt_s[cm] = time.perf_counter() - t
         predicted[cm] = res.speedup
         status[cm] = res.extraction_status

@@ -40,6 +40,7 @@ from tensat_py.frontends import onnx as tonnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import onnx_real  # noqa: E402  (bench/onnx_real.py: the real models and their shapes)
+from cost_validation import optimise, original_model  # noqa: E402
 
 
 def load(name: str, args: argparse.Namespace) -> tensat_py.Graph:
@@ -49,10 +50,8 @@ def load(name: str, args: argparse.Namespace) -> tensat_py.Graph:
         real = name.removeprefix("onnx_real/")
         spec = onnx_real.MODELS[real]
         path = onnx_real.fetch(real, spec, args.work, args.export_python)
-        original = tonnx.to_model(tensat_py.load(path, input_shapes=spec.input_shapes))
-    else:
-        original = tonnx.to_model(models.get(name), weights="random")
-    return tonnx.load(original)
+        return tonnx.load(original_model((path, spec.input_shapes)))
+    return tonnx.load(original_model(models.get(name)))
 
 
 def study(name: str, args: argparse.Namespace) -> dict:
@@ -60,14 +59,7 @@ def study(name: str, args: argparse.Namespace) -> dict:
     how far single figures move between rounds."""
     graph = load(name, args)
     model = ProfileCostModel(device="cpu")
-    res = tensat_py.optimize(
-        graph,
-        cost_model=model,
-        device="cpu",
-        time_limit=args.time_limit,
-        verify=False,
-        confirm=False,
-    )
+    res = optimise(graph, model, args.time_limit)
     cand = res.graph
     cached = model.graph_cost(graph) / model.graph_cost(cand)
     apps = model.applications(model.program_contexts(graph) + model.program_contexts(cand))
