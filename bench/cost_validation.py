@@ -323,13 +323,18 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
-        "--models", nargs="*", default=None, help="zoo names (default: all; none when given empty)"
+        "--models",
+        nargs="*",
+        default=None,
+        choices=models.ZOO,
+        help="zoo names (default: all; none when given empty)",
     )
     p.add_argument("--onnx", nargs="*", default=[], help="ONNX files with static shapes")
     p.add_argument(
         "--real",
         nargs="*",
         default=[],
+        choices=sorted(onnx_real.MODELS),
         help="models of bench/onnx_real.py (fetched or exported there; see --work)",
     )
     p.add_argument("--work", type=Path, default=Path("/tmp/tensat_onnx_real"))
@@ -348,7 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None)
     args = p.parse_args(argv)
-    cms = {cm: _cost_model(cm) for cm in args.cost_models}
+    try:
+        cms = {cm: _cost_model(cm) for cm in args.cost_models}
+    except ValueError as e:  # an unknown name, or learned without a trained model
+        p.error(str(e))
     extra = ""
     if "learned" in cms:
         extra = f"Learned model's stored held-out Spearman: {cms['learned'].spearman:.4f}."

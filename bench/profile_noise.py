@@ -114,8 +114,14 @@ def table(rows: list[dict], args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", nargs="*", default=[], help="zoo names")
-    p.add_argument("--real", nargs="*", default=[], help="models of bench/onnx_real.py")
+    p.add_argument("--models", nargs="*", default=[], choices=models.ZOO, help="zoo names")
+    p.add_argument(
+        "--real",
+        nargs="*",
+        default=[],
+        choices=sorted(onnx_real.MODELS),
+        help="models of bench/onnx_real.py",
+    )
     p.add_argument("--work", type=Path, default=Path("/tmp/tensat_onnx_real"))
     p.add_argument("--export-python", default=sys.executable, help="python with the bench extra")
     p.add_argument("--rounds", type=int, default=8, help="measurements per application")
