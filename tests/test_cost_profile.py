@@ -17,6 +17,7 @@ from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.profile import (
     OVERHEAD_SIGNATURE,
     ProfileCostModel,
+    fused_share_signature,
     signature,
     time_callable,
 )
@@ -55,7 +56,8 @@ def test_each_distinct_operator_is_measured_once_and_cached(cache):
     assert len(_priced_signatures(g)) == 2  # one conv, one relu signature
     assert m.measured == 2 + len(reorders)
     recs = {r.signature for r in m.db.records(m.fingerprint)}
-    assert _priced_signatures(g) | {OVERHEAD_SIGNATURE, layout.BLOCK_SIGNATURE} | reorders == recs
+    calibrations = {OVERHEAD_SIGNATURE, layout.BLOCK_SIGNATURE, fused_share_signature("relu")}
+    assert _priced_signatures(g) | calibrations | reorders == recs
     again = ProfileCostModel("cpu")  # a new process would see the same file
     assert again.graph_cost(g) == first
     assert again.measured == 0
@@ -648,3 +650,29 @@ def test_replaced_figures_price_the_program_inside_the_block_only(cache):
     assert 1.9 < inside - before < 2.0
     assert m.graph_cost(g) == before
     assert len(m.db.records(m.fingerprint)) == stored
+
+
+def test_an_activation_fused_into_a_convolution_costs_its_calibrated_share(cache, monkeypatch):
+    # onnxruntime's NCHWc convolution applies a fused HardSwish to its output: it saved the
+    # activation's memory traffic, not its arithmetic (64-242 us added, about what it costs
+    # alone), where the per-node floor priced it at about 1 us.
+    from tensat_py.cost import profile as prof
+
+    b = GraphBuilder()
+    x = b.input((1, 8, 8, 8), "x")
+    conv = b.conv2d(x, b.weight((8, 8, 3, 3), "w"), stride=1, padding="same")
+    g = b.finish([b.op("hard_swish", conv)])
+    calls = []
+
+    def share(self, op):
+        calls.append(op)
+        return 0.5
+
+    monkeypatch.setattr(prof.OrtBackend, "fused_activation_share", share)
+    m = ProfileCostModel("cpu")
+    ctxs = m.program_contexts(g)
+    act = next(i for i, c in enumerate(ctxs) if c.op == "hard_swish")
+    alone = m.costs([dataclasses.replace(ctxs[act], producers=())])[0]
+    assert m.costs(ctxs)[act] == pytest.approx(0.5 * alone)
+    assert ProfileCostModel("cpu").costs(ctxs)[act] == pytest.approx(0.5 * alone)
+    assert calls == ["hard_swish"]  # calibrated once per device, then read from the cache

@@ -53,6 +53,7 @@ from tensat_py.cost.base import CostContext, OpCostModel, opdef, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
 from tensat_py.cost.ort_program import OrtProgram, ReorderPrice
 from tensat_py.cost.profile import (
+    FUSED_ACTIVATIONS,
     GPU_DEVICES,
     ORT_KERNELS,
     OVERHEAD_SIGNATURE,
@@ -62,6 +63,7 @@ from tensat_py.cost.profile import (
     cupy_backend,
     figure,
     fingerprint,
+    fused_share_signature,
     is_calibration,
     numpy_backend,
     ort_adjust,
@@ -464,6 +466,9 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
         cache: the profile cache to read the bandwidth from when it is first needed and
             ``bandwidth`` is ``None`` (a curve ``profile`` or ``tensat profile`` calibrates
             after this model was built is used, as in one process pricing with both).
+        shares: what each activation costs fused into the convolution before it, as a
+            share of its own figure (``ProfileCostModel.fused_share``; the ones the
+            profile cache holds); an activation without one costs the per-node cost.
     """
 
     name = "learned"
@@ -481,8 +486,10 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
         nchwc: tuple[int, layout.ReorderRates] | None = None,
         measured: ProfileDatabase | None = None,
         cache: ProfileDatabase | None = None,
+        shares: Mapping[str, float] | None = None,
     ) -> None:
         self.predictor = predictor
+        self.shares = dict(shares or {})
         self._cache = cache
         self.nchwc = nchwc
         self.measured = measured
@@ -537,6 +544,8 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
         overhead = (got.low, got.spread) if got is not None else (0.0, 0.0)
         block = database.get(fp, [layout.BLOCK_SIGNATURE]).get(layout.BLOCK_SIGNATURE)
         rates = layout.ReorderRates.from_records(database.records(fp), *overhead)
+        sigs = {fused_share_signature(op): op for op in FUSED_ACTIVATIONS}
+        shares = {sigs[k]: r.low for k, r in database.get(fp, list(sigs)).items()}
         return cls(
             predictor,
             device.lower(),
@@ -547,6 +556,7 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
             nchwc=(int(block.low), rates) if block is not None and rates.rate else None,
             measured=database if measured else None,
             cache=database,
+            shares=shares,
         )
 
     def bandwidth(self) -> BandwidthCurve | None:
@@ -595,7 +605,7 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
                 self._memo[key] = figure(float(t), call, per_node)
                 out[k] = self._memo[key]
         if self.fusion:
-            out = ort_adjust(out, given, fused, after, self.overhead[1])
+            out = ort_adjust(out, given, fused, after, self.overhead[1], self.shares)
             if self.nchwc is not None:
                 block, rates = self.nchwc
                 out = layout.adjust(out, given, block, rates.price)
