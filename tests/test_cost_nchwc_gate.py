@@ -203,7 +203,8 @@ def test_learned_prices_an_upsample_at_the_input_reorders_rate_until_one_is_cach
 
 class _Fixed(OrtBackend):
     """onnxruntime's pricing rules with fixed figures, no call overhead: 10 us per
-    operator, 5 us per reorder, 1 us per NCHWc upsample; NCHWc block 8."""
+    operator, 5 us per reorder, 1 us per NCHWc upsample; NCHWc block 8; a fused
+    activation at the per-node floor (share 0)."""
 
     def info(self):
         return {"backend": "fixed-ort-nchwc"}
@@ -213,6 +214,9 @@ class _Fixed(OrtBackend):
 
     def nchwc_block(self):
         return 8
+
+    def fused_activation_share(self, op):
+        return 0.0
 
     def measure(self, ctx):
         return Measurement(1e-5, 0.0, 1, 1e-5)

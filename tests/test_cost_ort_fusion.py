@@ -237,7 +237,8 @@ def test_no_chain_where_onnxruntime_does_not_fuse(case, tmp_path):
 
 class _Fixed(OrtBackend):
     """onnxruntime's pricing rules with fixed figures: 10 us per operator, 4 us for
-    ``gelu`` and ``layer_norm``; no call overhead. Records what it was asked to run."""
+    ``gelu`` and ``layer_norm``; no call overhead; a fused activation at the per-node
+    floor (share 0). Records what it was asked to run."""
 
     def __init__(self):
         super().__init__()
@@ -248,6 +249,9 @@ class _Fixed(OrtBackend):
 
     def calibrate(self):
         return 0.0, 0.0
+
+    def fused_activation_share(self, op):
+        return 0.0
 
     def measure(self, ctx):
         self.asked.append(ctx.op)

@@ -30,7 +30,10 @@ MatMulAddFusion / Gemm+activation fusion) fold some operators into the kernel be
 so they cost almost nothing there while a one-operator session times them in full. The
 onnxruntime backend therefore prices a node that onnxruntime fuses (:func:`ort_fused`,
 read from the producers of its operands, :attr:`~tensat_py.cost.base.CostContext.producers`)
-at the calibrated per-node cost instead of its one-operator time.
+at the calibrated per-node cost instead of its one-operator time; an activation fused
+into a convolution at a calibrated share of its one-operator time
+(:meth:`ProfileCostModel.fused_share`: the convolution saves the activation's memory
+traffic, not its arithmetic).
 
 NCHWc layout (onnxruntime): a ``split`` of a convolution's output leaves onnxruntime's
 blocked layout and its parts are reordered back, as does a broadcast squeeze-excite gate;
