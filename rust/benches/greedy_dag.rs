@@ -17,17 +17,10 @@ const BRANCHES: usize = 3;
 const LEN: usize = 12;
 const WEIGHTS: usize = 24;
 
-/// A small deterministic PRNG (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, m: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as usize % m
-    }
-}
+#[allow(dead_code)] // the bench draws with `below` only
+#[path = "../src/xorshift.rs"]
+mod xorshift;
+use xorshift::Rng;
 
 struct Graph {
     eclass: Vec<usize>,

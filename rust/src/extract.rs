@@ -980,23 +980,7 @@ mod tests {
         assert_eq!(dag_cost(&o.p(), &beam_dag(&o.p(), 1)), 6.0);
     }
 
-    /// A small deterministic PRNG (xorshift64*) for the randomised tests.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, m: usize) -> usize {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as usize % m
-        }
-        fn chance(&mut self, percent: usize) -> bool {
-            self.below(100) < percent
-        }
-        fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-            xs[self.below(xs.len())]
-        }
-    }
+    use crate::xorshift::Rng;
 
     /// Cost palettes: ties everywhere, zeros, small integers, and values whose sums round
     /// differently in different orders (tiny next to large, `0.1 + 0.2`).

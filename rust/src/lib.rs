@@ -14,6 +14,8 @@ pub mod prune;
 pub mod rules;
 pub mod saturate;
 pub mod term;
+#[cfg(test)]
+mod xorshift;
 
 #[cfg(feature = "python")]
 mod py;
