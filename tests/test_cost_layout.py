@@ -139,7 +139,7 @@ def test_learned_prices_reorders_and_uses_measured_figures_where_cached(cache):
     split = _split()
     _stored(db, prof.fingerprint, 8, 1.0, split)
     call, per_node = prof.overhead()
-    rates = layout.ReorderRates.from_records(db.records(prof.fingerprint), call, per_node)
+    rates = layout.ReorderCurves.from_records(db.records(prof.fingerprint), call, per_node)
     kw = {"overhead": (call, per_node), "nchwc": (8, rates)}
     measured = LearnedCostModel(predictor, "cpu", prof.fingerprint, measured=db, **kw)
     trees = LearnedCostModel(predictor, "cpu", prof.fingerprint, **kw)

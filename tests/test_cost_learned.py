@@ -198,3 +198,45 @@ def test_a_bandwidth_calibrated_after_the_model_was_built_is_used(cache):
     )  # as `profile` calibrating in the same process would
     curve = model.bandwidth()
     assert curve is not None and curve(1 << 20) == rate
+
+
+@needs_lgb
+def test_learned_prices_a_cached_reorder_at_its_figure_and_others_on_the_fitted_curve(cache):
+    from tensat_py.cost import layout, learned
+
+    db = ProfileDatabase()
+    fp = _cpu_fp()
+    _fill(db, fp, SIZES)
+    # input reorders of 4 kB, 40 kB and 400 kB at 10 us x (kB / 4) ** 0.5, but the 40 kB
+    # one measured at 50 us (no call overhead is cached: figures are the records' own)
+    shapes = [(1, 8, 1, 125), (1, 8, 10, 125), (1, 8, 100, 125)]
+    secs = [10e-6, 50e-6, 100e-6]
+    recs = [Record(layout.BLOCK_SIGNATURE, "__nchwc_block__", 8, 0.0, 0, 8)]
+    for shape, t in zip(shapes, secs, strict=True):
+        sig = layout.reorder_signature("input", shape)
+        recs.append(Record(sig, layout.reorder_op("input"), t, 0.0, 7, t))
+    db.put(fp, recs)
+    _, price = learned.LearnedCostModel.for_device("cpu", db).reorder_price()
+    assert price("input", shapes[1]) == pytest.approx(50e-6)
+    _, curve = learned.LearnedCostModel.for_device("cpu", db, measured=False).reorder_price()
+    fitted = curve("input", shapes[1])
+    assert 20e-6 < fitted < 50e-6  # the curve through the three, not the figure
+    # a size not cached: the curve for both (a rate per byte would say 10 x 10 us)
+    unseen = (1, 8, 1000, 125)
+    assert price("input", unseen) == curve("input", unseen) < 40 * fitted
+
+
+def test_reorder_curves_fit_a_power_law_of_the_bytes():
+    from tensat_py.cost import layout
+
+    # 1 ns x bytes ** 0.5: a 100x larger copy costs 10x more, not 100x
+    points = [(b, 1e-9 * b**0.5) for b in (1e3, 1e4, 1e5, 1e6)]
+    curves = layout.ReorderCurves({"output": points})
+    c, e = curves.curves["output"]
+    assert e == pytest.approx(0.5) and c == pytest.approx(1e-9)
+    assert curves.price("output", (1, 10, 10, 100)) == pytest.approx(1e-9 * 40_000**0.5)
+    exact = {layout.reorder_signature("output", (1, 10, 10, 100)): 3.0}
+    assert (
+        layout.ReorderCurves({"output": points}, exact=exact).price("output", (1, 10, 10, 100))
+        == 3.0
+    )

@@ -194,10 +194,10 @@ def test_a_resize_the_plan_keeps_out_of_nchwc_is_priced_as_plain_resize(cache):
 
 
 def test_learned_prices_an_upsample_at_the_input_reorders_rate_until_one_is_cached():
-    rates = layout.ReorderRates({"input": [(4000, 4e-6)]}, floor=1e-7)
+    rates = layout.ReorderCurves({"input": [(4000, 4e-6)]}, floor=1e-7)
     key = (1, 32, 1, 1, 14, 14)  # output: 1 x 32 x 14 x 14 float32, 25088 bytes
     assert rates.price("upsample", key) == pytest.approx(25088e-9)
-    rates = layout.ReorderRates({"input": [(4000, 4e-6)], "upsample": [(1000, 2e-6)]})
+    rates = layout.ReorderCurves({"input": [(4000, 4e-6)], "upsample": [(1000, 2e-6)]})
     assert rates.price("upsample", key) == pytest.approx(2 * 25088e-9)
 
 

@@ -216,7 +216,7 @@ def test_learned_prices_the_programs_reorders_at_the_cached_rate(cache):
     prof = ProfileCostModel("cpu")
     _priced(prof.db, prof.fingerprint, graph, 1.0, 0.25)
     call, per_node = prof.overhead()
-    rates = layout.ReorderRates.from_records(prof.db.records(prof.fingerprint), call, per_node)
+    rates = layout.ReorderCurves.from_records(prof.db.records(prof.fingerprint), call, per_node)
     kw = {"overhead": (call, per_node), "nchwc": (8, rates)}
     model = LearnedCostModel(lambda x: [5.0] * len(x), "cpu", prof.fingerprint, **kw)
     plan = nchwc.nchwc_plan(graph, 8)

@@ -459,7 +459,8 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
             (:class:`~tensat_py.cost.ort_program.OrtProgram`).
         bandwidth: memory bandwidth by weight size for cold weights (CPU), or ``None``.
         nchwc: onnxruntime's NCHWc block size and the reorder prices from the profile
-            cache (:mod:`tensat_py.cost.layout`), or ``None`` (none cached: not priced).
+            cache (:class:`~tensat_py.cost.layout.ReorderCurves`: with ``measured``, the
+            copies it holds at their own figures), or ``None`` (none cached: not priced).
         measured: the profile cache whose figures price the signatures it holds (as
             ``profile`` would: lower quartile less the call overhead), or ``None`` to
             predict every operator (the trees alone, as validated by the held-out check).
@@ -483,7 +484,7 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
         spearman: float | None = None,
         fusion: bool = True,
         bandwidth: BandwidthCurve | None = None,
-        nchwc: tuple[int, layout.ReorderRates] | None = None,
+        nchwc: tuple[int, layout.ReorderCurves] | None = None,
         measured: ProfileDatabase | None = None,
         cache: ProfileDatabase | None = None,
         shares: Mapping[str, float] | None = None,
@@ -543,7 +544,7 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
         got = database.get(fp, [OVERHEAD_SIGNATURE]).get(OVERHEAD_SIGNATURE)
         overhead = (got.low, got.spread) if got is not None else (0.0, 0.0)
         block = database.get(fp, [layout.BLOCK_SIGNATURE]).get(layout.BLOCK_SIGNATURE)
-        rates = layout.ReorderRates.from_records(database.records(fp), *overhead)
+        curves = layout.ReorderCurves.from_records(database.records(fp), *overhead, exact=measured)
         sigs = {fused_share_signature(op): op for op in FUSED_ACTIVATIONS}
         shares = {sigs[k]: r.low for k, r in database.get(fp, list(sigs)).items()}
         return cls(
@@ -553,7 +554,7 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
             overhead,
             rho,
             fusion=device.lower() == "cpu",
-            nchwc=(int(block.low), rates) if block is not None and rates.rate else None,
+            nchwc=(int(block.low), curves) if block is not None and curves.curves else None,
             measured=database if measured else None,
             cache=database,
             shares=shares,
@@ -607,19 +608,19 @@ class LearnedCostModel(ColdWeights, OrtProgram, OpCostModel):
         if self.fusion:
             out = ort_adjust(out, given, fused, after, self.overhead[1], self.shares)
             if self.nchwc is not None:
-                block, rates = self.nchwc
-                out = layout.adjust(out, given, block, rates.price)
+                block, curves = self.nchwc
+                out = layout.adjust(out, given, block, curves.price)
         return self.cold_weights_adjust(out, given)
 
     def reorder_price(self) -> tuple[int, ReorderPrice] | None:
-        """The NCHWc block size and a reorder's price at the cached reorders' seconds per
-        byte (:class:`~tensat_py.cost.layout.ReorderRates`), for
+        """The NCHWc block size and a reorder's price from the cached reorders
+        (:class:`~tensat_py.cost.layout.ReorderCurves`), for
         :meth:`~tensat_py.cost.ort_program.OrtProgram.layout_cost`; None without fusion
         or without cached reorders."""
         if not self.fusion or self.nchwc is None or self.nchwc[0] <= 0:
             return None
-        block, rates = self.nchwc
-        return block, rates.price
+        block, curves = self.nchwc
+        return block, curves.price
 
     def _cached(
         self, ctxs: Sequence[ops.OpContext], which: Sequence[int]
