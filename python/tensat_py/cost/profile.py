@@ -902,6 +902,28 @@ def cupy_backend(device_id: int = 0, **timing: Any) -> ArrayBackend:
 #: also takes the tensor out of the blocked NCHWc layout, which is not priced; see
 #: docs/cost-models.md). On onnxruntime they are measured like any operator.
 ORT_KERNELS = frozenset({"split"})
+#: Views (no kernel in the TASO language) that onnxruntime runs as a node aliasing its
+#: input: a non-constant ``reshape`` stays an ONNX ``Reshape`` (or ``Squeeze`` /
+#: ``Unsqueeze``) node in onnxruntime's optimised graph, which copies nothing but is
+#: dispatched like any node. Priced at the per-node cost (:func:`ort_adjust`), not measured:
+#: 16 ``Reshape`` between 16 ``Relu`` on [1, 8, 16, 16] added 0.47-0.65 us each
+#: (interleaved, 2026-11-26), where the per-node calibration gave 0.66 us. The reshapes
+#: that flatten a MatMul's operand to 2-D or restore its output are not: the ONNX exporter
+#: removes them (:func:`ort_node`).
+ORT_NODES = frozenset({"reshape"})
+
+
+def ort_node(ctx: ops.OpContext) -> bool:
+    """Whether ``ctx`` is a view onnxruntime runs as a node (:data:`ORT_NODES`): not
+    constant, and not a reshape between 2-D and a higher rank that keeps the last axis
+    (``[a, b, k]`` to ``[a * b, k]`` or back), which the exporter's peephole pass removes
+    around a ``MatMul`` (:mod:`tensat_py.frontends.onnx.peephole`)."""
+    if ctx.op not in ORT_NODES or ctx.constant:
+        return False
+    src, dst = ctx.inputs[0].shape, ctx.output.shape
+    ranks = sorted((len(src), len(dst)))
+    flatten = ranks[0] == 2 and ranks[1] > 2 and src[-1:] == dst[-1:]
+    return not flatten
 
 
 def ort_priced(ctx: ops.OpContext) -> bool:
@@ -968,7 +990,8 @@ def ort_adjust(
     per_node: float,
     shares: Mapping[str, float] | None = None,
 ) -> list[float]:
-    """onnxruntime's fusions applied to per-application figures (seconds): what it folds
+    """onnxruntime's fusions applied to per-application figures (seconds): a view it runs
+    as a node (:func:`ort_node`) costs ``per_node``; what it folds
     into its producer (:func:`ort_fused`) costs ``per_node``, or for an activation ``op``
     in ``shares`` that share of its own figure when that is more (the convolution applies
     it to its output: :meth:`ProfileCostModel.fused_share`); an application priced as a
@@ -983,6 +1006,9 @@ def ort_adjust(
         max(per_node, shares.get(c.op, 0.0) * x) if x > 0 and ort_fused(c) else x + k * per_node
         for x, c, k in zip(costs[:n], ctxs, fused, strict=True)
     ]
+    for i, c in enumerate(ctxs):
+        if ort_node(c):
+            out[i] = max(out[i], per_node)
     extra = iter(costs[n:])
     for i, has in enumerate(after):
         if has:
