@@ -27,9 +27,10 @@ predicts the time of operator shapes never measured:
 Priced like ``profile``: the predicted one-operator figure less the calibrated call
 overhead, the per-node cost for what onnxruntime fuses, the NCHWc reorders around a split
 of a convolution and, for a whole program, those of its NCHWc layout
-(:mod:`tensat_py.cost.layout`, at the cached reorders' seconds per byte), 0 for constant
-nodes and operators that launch no kernel (on CPU: no onnxruntime
-kernel). A signature the profile cache holds is priced with its measured figure (as
+(:class:`tensat_py.cost.layout.ReorderCurves`: a cached reorder at its own figure, others
+on a power law of their bytes), 0 for constant nodes and operators that launch no kernel
+(on CPU: no onnxruntime node; a reshape there costs the per-node cost,
+``profile.ort_node``). A signature the profile cache holds is priced with its measured figure (as
 ``profile`` prices it); the trees predict only what was never measured
 (``for_device(..., measured=False)``: the trees alone). A stored model made with another
 version of the features (:data:`FEATURES`) or another operator set
