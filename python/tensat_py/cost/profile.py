@@ -1016,12 +1016,9 @@ def ort_adjust(
     return out
 
 
-#: Activations onnxruntime fuses into the convolution (or Gemm) before them.
-ORT_ACTIVATIONS = frozenset(
-    {"relu", "sigmoid", "tanh", "leaky_relu", "clip", "hard_sigmoid", "hard_swish"}
-)
-#: The ONNX operator of each of :data:`ORT_ACTIVATIONS` for the fused-activation
-#: calibration: ``(op_type, attributes, extra constant inputs)``.
+#: The activations onnxruntime fuses into the convolution (or Gemm) before them, each with
+#: its ONNX operator for the fused-activation calibration: ``(op_type, attributes, extra
+#: constant inputs)``.
 FUSED_ACTIVATIONS: dict[str, tuple[str, dict[str, Any], tuple[tuple[str, float], ...]]] = {
     "relu": ("Relu", {}, ()),
     "sigmoid": ("Sigmoid", {}, ()),
@@ -1031,6 +1028,8 @@ FUSED_ACTIVATIONS: dict[str, tuple[str, dict[str, Any], tuple[tuple[str, float],
     "hard_sigmoid": ("HardSigmoid", {}, ()),
     "hard_swish": ("HardSwish", {}, ()),
 }
+#: Activations onnxruntime fuses into the convolution (or Gemm) before them.
+ORT_ACTIVATIONS = frozenset(FUSED_ACTIVATIONS)
 #: Interleaved rounds of :meth:`OrtBackend.fused_activation_share`.
 FUSED_SHARE_ROUNDS = 150
 #: Sums onnxruntime fuses into the convolution (NCHWc Conv+Sum) or MatMul (Gemm) before.
