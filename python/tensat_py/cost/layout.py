@@ -67,9 +67,12 @@ __all__ = [
 
 #: onnxruntime's operator domain for the NCHWc kernels.
 NCHWC_DOMAIN = "com.microsoft.nchwc"
-#: Cache signature of the probed block size (``low`` holds it; 0: no NCHWc).
-BLOCK_SIGNATURE = '{"calibration":"nchwc block"}'
-#: Block sizes probed, smallest first (AVX2, AVX-512).
+#: Cache signature of the probed block size (``low`` holds it; 0: no NCHWc). It names the
+#: probe, so that a block stored by the earlier probe (which took 8 on AVX-512) is measured
+#: again.
+BLOCK_SIGNATURE = '{"calibration":"nchwc block","probe":"padded weights"}'
+#: Block sizes onnxruntime's MLAS uses, smallest first (AVX2, AVX-512); the probe
+#: convolution has ``BLOCKS[0]`` channels.
 BLOCKS = (8, 16)
 
 #: One NCHWc copy: ``("input" | "output", NCHW shape)`` for a ``ReorderInput`` /
@@ -312,9 +315,13 @@ def _conv_model(channels: int) -> Any:
 
 
 def nchwc_block(threads: int = 0) -> int:
-    """The NCHWc block size onnxruntime uses on this CPU: the smallest of :data:`BLOCKS`
-    at which a 1x1 convolution of that many channels becomes a ``com.microsoft.nchwc``
-    node in onnxruntime's optimised graph (``ORT_ENABLE_ALL``), or 0 when neither does.
+    """The NCHWc block size onnxruntime uses on this CPU (MLAS's: 8 with AVX2, 16 with
+    AVX-512), or 0 where it runs no NCHWc.
+
+    Measured, not read from the CPU's flags: onnxruntime optimises (``ORT_ENABLE_ALL``) a
+    1x1 convolution of :data:`BLOCKS` [0] channels, and the block is the output-channel count
+    its ``com.microsoft.nchwc`` convolution's reordered weights are padded to (a
+    convolution of 8 channels also runs NCHWc with 16-channel blocks, padded).
 
     Example:
         >>> nchwc_block() in (0, 8, 16)
@@ -326,19 +333,22 @@ def nchwc_block(threads: int = 0) -> int:
     import onnx
     import onnxruntime as ort
 
-    for block in BLOCKS:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "optimised.onnx"
-            so = ort.SessionOptions()
-            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            so.optimized_model_filepath = str(path)
-            so.intra_op_num_threads = threads
-            so.log_severity_level = 3  # the "hardware specific" warning of saving it
-            ort.InferenceSession(
-                _conv_model(block).SerializeToString(), so, providers=["CPUExecutionProvider"]
-            )
-            if any(n.domain == NCHWC_DOMAIN for n in onnx.load(str(path)).graph.node):
-                return block
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "optimised.onnx"
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.optimized_model_filepath = str(path)
+        so.intra_op_num_threads = threads
+        so.log_severity_level = 3  # the "hardware specific" warning of saving it
+        ort.InferenceSession(
+            _conv_model(BLOCKS[0]).SerializeToString(), so, providers=["CPUExecutionProvider"]
+        )
+        graph = onnx.load(str(path)).graph
+    weights = {i.name: list(i.dims) for i in graph.initializer}
+    for node in graph.node:
+        if node.domain == NCHWC_DOMAIN and node.op_type == "Conv":
+            dims = weights.get(node.input[1])
+            return int(dims[0]) if dims else BLOCKS[0]
     return 0
 
 
