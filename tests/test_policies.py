@@ -201,20 +201,17 @@ def test_learned_policy_is_never_worse_than_the_default(name: str) -> None:
 def test_learned_policy_worse_than_the_default_falls_back_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tensat_py.policies import multi
+    from tensat_py.policies import staged
 
-    class ApplyNothing(multi.LearnedMultiPolicy):
-        def selects(self, iteration: int) -> bool:
-            return True
-
+    class ApplyNothing(staged.StagedMultiPolicy):
         def select(self, view: dict) -> list[bool]:
             return [False] * len(view["rules"])
 
     monkeypatch.setattr(
-        multi.LearnedMultiPolicy, "load", classmethod(lambda cls: ApplyNothing(None))
+        staged.StagedMultiPolicy, "load", classmethod(lambda cls: ApplyNothing(None))
     )
-    g = _matmul_pair()
-    opts = dict(extractor="greedy-dag", verify=False)
+    g = _matmul_triple_outputs()
+    opts = dict(solver="highs", verify=False)
     base = tensat_py.optimize(g, **opts)
     got = tensat_py.optimize(g, policy="learned", **opts)
     assert base.cost_after < base.cost_before
@@ -224,10 +221,28 @@ def test_learned_policy_worse_than_the_default_falls_back_and_says_so(
 
 
 @needs_lgb
-def test_learned_policy_searches_multi_pattern_rules_one_iteration_past_k_multi() -> None:
-    pol = get_policy("learned").bind(load_rules("taso"), None, 1)
+def test_get_policy_learned_is_the_second_stages_policy() -> None:
+    from tensat_py.policies.staged import StagedMultiPolicy
+
+    pol = get_policy("learned")
+    assert isinstance(pol, StagedMultiPolicy) and pol.model is not None
+
+
+@needs_lgb
+def test_in_window_policy_searches_multi_pattern_rules_one_iteration_past_k_multi() -> None:
+    from tensat_py.policies.multi import LearnedMultiPolicy
+
+    pol = LearnedMultiPolicy.load().bind(load_rules("taso"), None, 1)
     assert [pol.search_multi(i, 1) for i in range(4)] == [True, True, False, False]
     assert [pol.selects(i) for i in range(3)] == [False, True, False]
+
+
+def _matmul_triple_outputs() -> tensat_py.Graph:
+    """Three projections of one input, each an output: k_multi=1 merges two of them,
+    k_multi=2 all three."""
+    b = GraphBuilder()
+    x = b.input((64, 256), name="x")
+    return b.finish([b.matmul(x, b.weight((256, 256), name=n)) for n in ("wq", "wk", "wv")])
 
 
 def _matmul_triple() -> tensat_py.Graph:

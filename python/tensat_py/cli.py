@@ -348,6 +348,12 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
             "measured speedup (onnxruntime)",
             f"{st['measured_speedup']:.3f} ({st.get('confirm_rounds', '?')} rounds)",
         )
+    if st.get("policy") == "learned":
+        table.add_row(
+            "learned second stage (s)",
+            f"{st['policy_seconds']:.3f}: {st['policy_admitted']} of "
+            f"{st['policy_offered']} multi-pattern matches admitted",
+        )
     if "total_seconds" in st:
         table.add_row("total (s) / time limit", f"{st['total_seconds']:.3f} / {st['time_limit']:g}")
     if result.verify is not None:

@@ -22,8 +22,11 @@ program. This package is that layer, on top of the Rust core's policy hooks
   ``optimize()`` (the core runs without hooks).
 * :class:`RuleSubset` applies the matches of some rules only (the Gymnasium environment's
   action, :mod:`tensat_py.policies.env`).
-* ``"learned"`` (:mod:`tensat_py.policies.multi`) admits, past ``k_multi``, the
-  multi-pattern matches a gradient-boosted classifier trained on the zoo expects to pay off.
+* ``"learned"`` (:mod:`tensat_py.policies.staged`) runs Tensat's schedule, then one more
+  multi-pattern iteration on the extracted program, searching only the multi-pattern rules
+  that paid off in training on the zoo (:class:`~tensat_py.policies.staged.StagedMultiPolicy`;
+  features and model in :mod:`tensat_py.policies.multi`, whose
+  :class:`~tensat_py.policies.multi.LearnedMultiPolicy` is the earlier in-window design).
 * ``"astar"`` (:mod:`tensat_py.policies.astar`) searches rewrite sequences on terms, one
   rewrite at a time, guided by a learned value function (RLO's setting).
 
@@ -148,7 +151,11 @@ def best_choice(export: Mapping[str, Any], costs: list[float]) -> tuple[float, s
 def get_policy(name: str | Any, **options: Any) -> Any:
     """A policy by name (``"default"``, ``"learned"``) or the object itself.
 
-    ``"astar"`` is not an e-graph policy: :func:`tensat_py.optimize` routes it to
+    ``"learned"`` gives the second stage's policy
+    (:class:`~tensat_py.policies.staged.StagedMultiPolicy`, the shipped model), for
+    :func:`~tensat_py.policies.staged.refine` on an extracted program;
+    ``optimize(policy="learned")`` runs both stages. ``"astar"`` is not an e-graph
+    policy: :func:`tensat_py.optimize` routes it to
     :func:`tensat_py.policies.astar.optimize_term`.
 
     Raises:
@@ -160,7 +167,7 @@ def get_policy(name: str | Any, **options: Any) -> Any:
     if name == "default":
         return DefaultPolicy()
     if name == "learned":
-        from tensat_py.policies.multi import LearnedMultiPolicy
+        from tensat_py.policies.staged import StagedMultiPolicy
 
-        return LearnedMultiPolicy.load(**options)
+        return StagedMultiPolicy.load(**options)
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")

@@ -1,17 +1,21 @@
 """``optimize(policy="learned" | "astar")``: the named policies inside the pipeline.
 
-``"learned"`` explores with :class:`~tensat_py.policies.multi.LearnedMultiPolicy` (the
-shipped classifier) and extracts as usual; then, so that a learned policy never makes the
-result worse than the default policy at the same budget, it also runs the default
-pipeline and keeps the cheaper program, saying so in ``message`` and
-``stats["policy_fallback"]`` (``stats["policy_seconds"]`` is the learned run alone,
-``stats["default_seconds"]`` the guard's).
+``"learned"`` is the staged policy (:mod:`tensat_py.policies.staged`): the default pipeline
+first (Tensat's schedule at ``k_multi``), then one learned multi-pattern iteration on the
+program it extracted (:class:`~tensat_py.policies.staged.StagedMultiPolicy`, the shipped
+classifier) and, where that admitted matches, an extraction again. The second stage's
+program replaces the first's only when it is cheaper and, with verification on, verified
+against the input, so the result is never worse than the default policy's; otherwise
+``message`` says that the default's program was kept and ``stats["policy_fallback"]`` is
+true. ``stats["policy_admitted"]`` / ``["policy_offered"]`` count the second stage's
+matches, ``stats["policy_seconds"]`` is the second stage's time and
+``stats["default_seconds"]`` the first's.
 
 ``"astar"`` searches rewrite sequences of the program's term
 (:func:`tensat_py.policies.astar.astar`, one rewrite at a time, no e-graph) under the cost
 model; for tensor programs the value function is the untrained one (the learned one is
-trained on Knossos terms), a budget of 300 evaluations and 8 rewrites. It too falls back to
-the default pipeline when that is cheaper.
+trained on Knossos terms), a budget of 300 evaluations and 8 rewrites. It falls back to
+the default pipeline (run as well) when that is cheaper.
 """
 
 from __future__ import annotations
@@ -79,24 +83,18 @@ def optimize_with_policy(graph: Graph, policy: str, kw: dict[str, Any]) -> Any:
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
     ruleset, model = _resolve(graph, kw)
-    start = time.perf_counter()
     if policy == "learned":
-        from tensat_py.policies.multi import LearnedMultiPolicy
+        return _staged(graph, ruleset, model, kw)
+    from tensat_py.verify import verify as verify_graphs
 
-        pol = LearnedMultiPolicy.load().bind(ruleset, model, kw.get("k_multi", 1))
-        res = optimize(graph, policy=pol, **kw)
-        res.stats["policy_admitted"] = pol.admitted
-        res.stats["policy_offered"] = pol.offered
-    else:
-        from tensat_py.verify import verify as verify_graphs
-
-        g, c, found = astar_graph(graph, ruleset, model)
-        res = optimize(graph, **{**kw, "iter_limit": 0, "verify": False})
-        if c < res.cost_after:
-            res.graph, res.cost_after, res.extraction_status = g, c, "astar"
-            res.stats["astar_evaluations"] = found.evaluations
-            if kw.get("verify", True):
-                res.verify = verify_graphs(graph, g, seed=0, dtype="float64")
+    start = time.perf_counter()
+    g, c, found = astar_graph(graph, ruleset, model)
+    res = optimize(graph, **{**kw, "iter_limit": 0, "verify": False})
+    if c < res.cost_after:
+        res.graph, res.cost_after, res.extraction_status = g, c, "astar"
+        res.stats["astar_evaluations"] = found.evaluations
+        if kw.get("verify", True):
+            res.verify = verify_graphs(graph, g, seed=0, dtype="float64")
     policy_seconds = time.perf_counter() - start
     start = time.perf_counter()
     base = optimize(graph, **kw)
@@ -113,4 +111,56 @@ def optimize_with_policy(graph: Graph, policy: str, kw: dict[str, Any]) -> Any:
     res.stats["policy_fallback"] = fallback
     res.stats["policy_seconds"] = policy_seconds
     res.stats["default_seconds"] = default_seconds
+    return res
+
+
+def _staged(graph: Graph, ruleset: Any, model: Any, kw: dict[str, Any]) -> Any:
+    """``optimize(graph, policy="learned", **kw)``: the default pipeline, then the learned
+    second stage on its program (see the module)."""
+    from tensat_py.pipeline import optimize
+    from tensat_py.policies.staged import StagedMultiPolicy, refine
+    from tensat_py.verify import verify as verify_graphs
+
+    pol = StagedMultiPolicy.load().bind(ruleset, model)  # fails before any work without LightGBM
+    start = time.perf_counter()
+    res = optimize(graph, **kw)
+    default_seconds = time.perf_counter() - start
+    left = float(kw.get("time_limit", 60.0)) - default_seconds
+    start = time.perf_counter()
+    ref = refine(
+        res.graph,
+        ruleset,
+        model,
+        pol,
+        extractor=kw.get("extractor", "ilp"),
+        solver=kw.get("solver", "cbc"),
+        time_limit=max(left, 1.0),
+        program_cost=res.cost_after,
+    )
+    kept = ref.improved
+    why = "found no cheaper program"
+    if kept and kw.get("verify", True):
+        report = verify_graphs(graph, ref.graph, seed=0, dtype="float64")
+        kept = report.passed
+        why = "found a cheaper program that failed verification"
+        if kept:
+            res.verify = report
+    if kept:
+        res.graph, res.candidate, res.cost_after = ref.graph, ref.graph, ref.cost
+        res.candidate_cost, res.candidate_status = ref.cost, ref.status
+        res.extraction_status, res.message = ref.status, ""
+    else:
+        res.message = (
+            f"policy 'learned': the second stage admitted {ref.admitted} of {ref.offered} "
+            f"multi-pattern matches and {why}; kept the default's program"
+            + (f"; {res.message}" if res.message else "")
+        )
+    res.stats["policy"] = "learned"
+    res.stats["policy_fallback"] = not kept
+    res.stats["policy_admitted"] = ref.admitted
+    res.stats["policy_offered"] = ref.offered
+    res.stats["policy_seconds"] = time.perf_counter() - start
+    res.stats["default_seconds"] = default_seconds
+    if "total_seconds" in res.stats:
+        res.stats["total_seconds"] += res.stats["policy_seconds"]
     return res

@@ -1,0 +1,143 @@
+"""The staged learned policy (issue 16): Tensat at k_multi=1, then one learned
+multi-pattern iteration on the extracted program (``tensat_py.policies.staged``). Needs the
+``learn`` extra (LightGBM) and skips, with the reason, without it."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import pytest
+import tensat_py
+from tensat_py import _core
+from tensat_py.builder import GraphBuilder
+from tensat_py.cost import get_cost_model
+from tensat_py.pipeline import load_rules
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("lightgbm") is None,
+    reason="lightgbm not installed (pip install 'tensat-py[learn]')",
+)
+
+
+def _projections(n: int = 3, residual: bool = False) -> tensat_py.Graph:
+    """``n`` projections of one input, each an output: k_multi=1 merges two of them. With
+    ``residual``, one more output adds the input to the first (a single-pattern match)."""
+    b = GraphBuilder()
+    x = b.input((64, 256), name="x")
+    outs = [b.matmul(x, b.weight((256, 256), name=f"w{i}")) for i in range(n)]
+    return b.finish(outs + ([b.ewadd(outs[0], x)] if residual else []))
+
+
+def _setup(residual: bool = False) -> tuple[object, object, tensat_py.Graph]:
+    rules, model = load_rules("taso"), get_cost_model("roofline", "t4")
+    first = tensat_py.optimize(_projections(residual=residual), verify=False, solver="highs")
+    return rules, model, first.graph
+
+
+def _matmuls(graph: tensat_py.Graph) -> int:
+    return sum(op == "matmul" for op, _ in graph.to_flat())
+
+
+def test_second_stage_merges_the_third_projection_into_the_extracted_pair() -> None:
+    from tensat_py.policies.staged import StagedMultiPolicy, refine
+
+    rules, model, p1 = _setup()
+    assert _matmuls(p1) == 2  # k_multi=1: one pair merged, the third projection alone
+    ref = refine(p1, rules, model, StagedMultiPolicy(None).bind(rules, model), solver="highs")
+    assert ref.improved and ref.admitted > 0 and ref.status == "optimal"
+    assert ref.cost < model.graph_cost(p1)
+    assert _matmuls(ref.graph) == 1  # all three in one matmul
+    k2 = tensat_py.optimize(_projections(), verify=False, solver="highs", k_multi=2)
+    assert ref.cost == pytest.approx(k2.cost_after)
+
+
+def test_second_stage_searches_rules_with_a_prior_and_applies_no_single_pattern_match() -> None:
+    from tensat_py.policies.multi import MultiModel
+    from tensat_py.policies.staged import StagedMultiPolicy
+
+    rules, model, p1 = _setup(residual=True)
+    names = rules.names()
+    shipped = StagedMultiPolicy.load().model
+    prior = {"matmul-merge-rhs": 0.2, "matmul-merge-lhs": 0.0}
+    pol = StagedMultiPolicy(MultiModel(shipped.booster, prior)).bind(rules, model)
+    assert pol.multi_rules(0) == [names.index("matmul-merge-rhs")]
+    assert pol.search_multi(0, 0) and not pol.search_multi(1, 0)
+    seen: list[tuple[str, bool]] = []
+    inner = pol.select
+
+    def spy(view: dict) -> list[bool]:
+        keep = inner(view)
+        seen.extend((names[r], k) for r, k in zip(view["rules"], keep, strict=True))
+        return keep
+
+    pol.select = spy  # type: ignore[method-assign]
+    _core.EGraph(p1.to_flat()).saturate(rules, k_multi=0, iter_limit=1, policy=pol)
+    multi = {d[0] for d in rules.describe() if len(d[1]) > 1}
+    assert {n for n, _ in seen if n in multi} == {"matmul-merge-rhs"}
+    assert any(k for n, k in seen if n in multi)
+    assert any(n not in multi for n, _ in seen)  # single-pattern matches were found ...
+    assert not any(k for n, k in seen if n not in multi)  # ... and none applied
+    assert pol.admitted == sum(k for _, k in seen) > 0
+
+
+def test_second_stage_without_an_admitted_match_extracts_nothing() -> None:
+    from tensat_py.policies.multi import MultiModel
+    from tensat_py.policies.staged import StagedMultiPolicy, refine
+
+    rules, model, p1 = _setup()
+    shipped = StagedMultiPolicy.load().model
+    pol = StagedMultiPolicy(MultiModel(shipped.booster, {})).bind(rules, model)
+    ref = refine(p1, rules, model, pol)
+    assert (ref.status, ref.improved, ref.admitted) == ("nothing admitted", False, 0)
+    assert ref.graph is p1 and ref.export is None
+
+
+def test_learned_policy_reaches_k_multi_2_on_three_projections_and_verifies_it() -> None:
+    g = _projections()
+    default = tensat_py.optimize(g, solver="highs")
+    k2 = tensat_py.optimize(g, solver="highs", k_multi=2)
+    got = tensat_py.optimize(g, solver="highs", policy="learned")
+    assert got.stats["policy_fallback"] is False and got.stats["policy_admitted"] > 0
+    assert got.cost_after < default.cost_after
+    assert got.cost_after == pytest.approx(k2.cost_after)
+    assert got.verify is not None and got.verify.passed
+    assert _matmuls(got.graph) == 1 and got.message == ""
+
+
+def test_shipped_model_chooses_the_merge_rules_the_zoo_gains_from() -> None:
+    from tensat_py.policies.staged import StagedMultiPolicy
+
+    prior = StagedMultiPolicy.load().model.rule_prior
+    assert prior["matmul-merge-rhs"] > 0 and prior["conv-relu-enlarge-merge"] > 0
+    # ResNeXt-50's and ResNet-50's second stages offer ReLU merges that never pay off.
+    assert prior.get("relu-merge-4d-axis0", 0.0) == 0 == prior.get("relu-merge-4d-axis1", 0.0)
+
+
+def test_learned_policy_keeps_the_default_program_when_the_second_stage_fails_verification(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    verify = importlib.import_module("tensat_py.verify")  # the package exports verify()
+
+    def failing(original: object, optimized: object, **kw: object) -> object:
+        return verify.VerifyReport(1.0, 1.0, False, message="outputs differ")
+
+    default = tensat_py.optimize(_projections(), solver="highs")
+    monkeypatch.setattr(verify, "verify", failing)
+    got = tensat_py.optimize(_projections(), solver="highs", policy="learned")
+    assert got.stats["policy_fallback"] is True and got.stats["policy_admitted"] > 0
+    assert got.cost_after == default.cost_after
+    assert "failed verification" in got.message and "kept the default" in got.message
+
+
+def test_second_stage_keeps_the_program_when_its_merges_do_not_pay_off() -> None:
+    from tensat_py.policies.staged import StagedMultiPolicy, refine
+
+    b = GraphBuilder()
+    x, y = (b.input((1, 64, 56, 56), name=n) for n in ("x", "y"))
+    rules, model = load_rules("taso"), get_cost_model("roofline", "t4")
+    p1 = tensat_py.optimize(b.finish([b.relu(x), b.relu(y)]), verify=False, solver="highs").graph
+    ref = refine(p1, rules, model, StagedMultiPolicy(None).bind(rules, model), solver="highs")
+    # The ReLU merge was admitted and extracted, and it is no cheaper: the input stays.
+    assert ref.admitted > 0 and ref.status == "optimal" and ref.export is not None
+    assert not ref.improved and ref.graph is p1 and ref.cost == model.graph_cost(p1)
