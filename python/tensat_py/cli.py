@@ -137,7 +137,9 @@ def main() -> None:
     type=click.Choice(["default", "learned", "astar"]),
     default="default",
     show_default=True,
-    help="Rule choice (tensat_py.policies); learned/astar need the 'learn' extra.",
+    help="Rule choice (tensat_py.policies): learned = Tensat's schedule, then one learned "
+    "multi-pattern iteration on its program, kept where cheaper; astar = A* over rewrite "
+    "sequences. learned/astar need the 'learn' extra.",
 )
 @click.option(
     "--all-orders",

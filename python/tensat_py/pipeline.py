@@ -362,8 +362,9 @@ def optimize(
             (``profile``, ``learned`` with ``device="cpu"``), whose per-operator figures
             cannot see onnxruntime's fusions across operators; off otherwise.
         policy: rule choice (:mod:`tensat_py.policies`): ``"default"`` (Tensat's schedule),
-            ``"learned"`` (learned multi-pattern matches past ``k_multi``; never worse than
-            the default, which it also runs and falls back to, saying so), ``"astar"``
+            ``"learned"`` (the default, then one learned multi-pattern iteration on its
+            program, :mod:`tensat_py.policies.staged`; kept only where cheaper and
+            verified, else the default's program, saying so), ``"astar"``
             (A* over rewrite sequences with the learned value function), or a policy object.
         mirror_once: apply a mirror-symmetric multi-pattern rule (a merge of two operators
             that share an input, ``tensat rules list`` marks them) once per pair of
