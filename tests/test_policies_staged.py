@@ -141,3 +141,12 @@ def test_second_stage_keeps_the_program_when_its_merges_do_not_pay_off() -> None
     # The ReLU merge was admitted and extracted, and it is no cheaper: the input stays.
     assert ref.admitted > 0 and ref.status == "optimal" and ref.export is not None
     assert not ref.improved and ref.graph is p1 and ref.cost == model.graph_cost(p1)
+
+
+def test_second_stage_program_passes_the_same_gates_as_any_candidate() -> None:
+    # min_gain 0.9: neither stage gains 90 %, so the input stays, though the second stage's
+    # program is cheaper under the cost model.
+    got = tensat_py.optimize(_projections(), solver="highs", policy="learned", min_gain=0.9)
+    assert got.cost_after == got.cost_before
+    assert got.stats["policy_fallback"] is True and got.stats["policy_admitted"] > 0
+    assert "not kept" in got.message and "kept the default" in got.message

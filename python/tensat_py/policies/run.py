@@ -137,19 +137,37 @@ def _staged(graph: Graph, ruleset: Any, model: Any, kw: dict[str, Any]) -> Any:
         time_limit=max(left, 1.0),
         program_cost=res.cost_after,
     )
-    kept = ref.improved
-    why = "found no cheaper program"
-    if kept and kw.get("verify", True):
-        report = verify_graphs(graph, ref.graph, seed=0, dtype="float64")
-        kept = report.passed
-        why = "found a cheaper program that failed verification"
+    kept, why = False, "found no cheaper program"
+    if ref.improved:
+        # The same gates as any candidate (verification, min_gain, measured confirmation):
+        # the pipeline again, on the first stage's program, with the second stage's policy.
+        second = optimize(
+            res.graph,
+            **{
+                **kw,
+                "policy": StagedMultiPolicy(pol.model).bind(ruleset, model),
+                "k_multi": 0,
+                "iter_limit": 1,
+                "time_limit": max(float(kw.get("time_limit", 60.0)) - default_seconds, 1.0),
+            },
+        )
+        kept = second.cost_after < res.cost_after and not second.extraction_status.startswith(
+            "fallback"
+        )
+        why = f"its program was not kept ({second.message or second.extraction_status})"
+        if kept and kw.get("verify", True):
+            report = verify_graphs(graph, second.graph, seed=0, dtype="float64")
+            kept, why = report.passed, "its program failed verification against the input"
+            second.verify = report
         if kept:
-            res.verify = report
-    if kept:
-        res.graph, res.candidate, res.cost_after = ref.graph, ref.graph, ref.cost
-        res.candidate_cost, res.candidate_status = ref.cost, ref.status
-        res.extraction_status, res.message = ref.status, ""
-    else:
+            res.graph, res.candidate, res.cost_after = second.graph, second.graph, second.cost_after
+            res.candidate_cost, res.candidate_status = second.cost_after, second.extraction_status
+            res.extraction_status, res.message, res.verify = (
+                second.extraction_status,
+                "",
+                second.verify,
+            )
+    if not kept:
         res.message = (
             f"policy 'learned': the second stage admitted {ref.admitted} of {ref.offered} "
             f"multi-pattern matches and {why}; kept the default's program"
