@@ -4,8 +4,10 @@
 first (Tensat's schedule at ``k_multi``), then one learned multi-pattern iteration on the
 program it extracted (:class:`~tensat_py.policies.staged.StagedMultiPolicy`, the shipped
 classifier) and, where that admitted matches, an extraction again. The second stage's
-program replaces the first's only when it is cheaper and, with verification on, verified
-against the input, so the result is never worse than the default policy's; otherwise
+program replaces the first's only when it is cheaper, passes the pipeline's gates (the
+pipeline runs again on the first stage's program with the second stage's policy:
+verification, ``min_gain``, measured confirmation) and, with verification on, is verified
+against the input too, so the result is never worse than the default policy's; otherwise
 ``message`` says that the default's program was kept and ``stats["policy_fallback"]`` is
 true. ``stats["policy_admitted"]`` / ``["policy_offered"]`` count the second stage's
 matches, ``stats["policy_seconds"]`` is the second stage's time and
