@@ -107,6 +107,16 @@ def run_model(graph: Any, k_multi: int, policy: Any = None, time_limit: float = 
     }
 
 
+def _fit(data: dict[str, tuple[np.ndarray, np.ndarray, list[str]]], names: list[str]) -> Any:
+    """A :class:`~tensat_py.policies.multi.MultiModel` trained on the recorded features,
+    labels and rule names of the models ``names``."""
+    from tensat_py.policies.multi import train
+
+    x = np.concatenate([data[o][0] for o in names])
+    y = np.concatenate([data[o][1] for o in names])
+    return train(x, y, [r for o in names for r in data[o][2]])
+
+
 class _LabelPolicy:
     """The recorded labels as a policy: in iteration ``k_multi`` (the first past it), the
     multi-pattern rules of the useful matches are searched and exactly the matches labelled
@@ -179,7 +189,6 @@ def part_multi(
         RecordingPolicy,
         label_matches,
         mirror_key,
-        train,
     )
 
     rules = load_rules("taso")
@@ -225,10 +234,7 @@ def part_multi(
             flush=True,
         )
     for m in models:
-        others = [o for o in models if o != m]
-        x = np.concatenate([data[o][0] for o in others])
-        y = np.concatenate([data[o][1] for o in others])
-        booster = train(x, y, [r for o in others for r in data[o][2]])
+        booster = _fit(data, [o for o in models if o != m])
         pol = LearnedMultiPolicy(booster, threshold=threshold, max_admit=max_admit)
         rows[m]["useful_top"] = _useful_in_top(booster, *data[m], threshold, max_admit)
         pol.bind(rules, cm, 1)
@@ -239,9 +245,7 @@ def part_multi(
             f"{lr['admitted']}/{lr['offered']}",
             flush=True,
         )
-    x = np.concatenate([data[o][0] for o in models])
-    y = np.concatenate([data[o][1] for o in models])
-    train(x, y, [r for o in models for r in data[o][2]]).save(PKG / "multi_policy.json")
+    _fit(data, models).save(PKG / "multi_policy.json")
     results["multi"] = {
         "rows": rows,
         "threshold": threshold,
@@ -290,7 +294,7 @@ def part_staged(results: dict, models: list[str]) -> None:
     from tensat_py import models as zoo
     from tensat_py.cost import get_cost_model
     from tensat_py.pipeline import load_rules
-    from tensat_py.policies.multi import FEATURES, label_matches, train
+    from tensat_py.policies.multi import FEATURES, label_matches
     from tensat_py.policies.staged import StagedMultiPolicy, StagedRecorder, refine
 
     rules = load_rules("taso")
@@ -318,10 +322,7 @@ def part_staged(results: dict, models: list[str]) -> None:
         }
         print(f"{m}: stage 2 useful {rows[m]['useful']} of {rows[m]['matches']}", flush=True)
     for m in models:
-        others = [o for o in models if o != m]
-        x = np.concatenate([data[o][0] for o in others])
-        y = np.concatenate([data[o][1] for o in others])
-        model = train(x, y, [r for o in others for r in data[o][2]])
+        model = _fit(data, [o for o in models if o != m])
         g = zoo.get(m)
         lr = _median_run(lambda g=g, mo=model: staged_run(g, StagedMultiPolicy(mo)))
         pr = _median_run(lambda g=g, mo=model: staged_run(g, StagedMultiPolicy(mo, threshold=0.5)))
@@ -331,9 +332,7 @@ def part_staged(results: dict, models: list[str]) -> None:
             f"{lr['admitted']}/{lr['offered']}",
             flush=True,
         )
-    x = np.concatenate([data[o][0] for o in models])
-    y = np.concatenate([data[o][1] for o in models])
-    train(x, y, [r for o in models for r in data[o][2]]).save(PKG / "staged_policy.json")
+    _fit(data, models).save(PKG / "staged_policy.json")
     defaults = StagedMultiPolicy(None)
     results["staged"] = {
         "rows": rows,
