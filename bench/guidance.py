@@ -588,6 +588,14 @@ def _goal(k1: dict, k2: dict, run: dict) -> tuple[float | None, float, bool]:
     return share, ratio, ok
 
 
+def _goal_line(met: int, total: int) -> str:
+    return (
+        "Goal (at least 90% of the k_multi=2 gain over k_multi=1 — or no loss where "
+        "k_multi=2 gains nothing — at no more than 2x the k_multi=1 seconds): met on "
+        f"{met} of {total} models."
+    )
+
+
 def _staged_md(results: dict, origin: Any) -> list[str]:
     """The staged policy's section of guidance.md (empty without its results)."""
     st, mu = results.get("staged"), results.get("multi", {}).get("rows", {})
@@ -635,14 +643,7 @@ def _staged_md(results: dict, origin: Any) -> list[str]:
             f"{'met' if ok else 'not met'} | {r['classifier']['speedup_pct']:.1f} | "
             f"{pratio:.2f} | {r['all']['speedup_pct']:.1f} | {aratio:.2f} |"
         )
-    lines += [
-        "",
-        f"Goal (at least 90% of the k_multi=2 gain over k_multi=1 — or no loss where "
-        f"k_multi=2 gains nothing — at no more than 2x the k_multi=1 seconds): met on "
-        f"{met} of {total} models.",
-        "",
-    ]
-    return lines
+    return [*lines, "", _goal_line(met, total), ""]
 
 
 def write_md(results: dict, command: str) -> None:
@@ -722,13 +723,7 @@ def write_md(results: dict, command: str) -> None:
                 f"{'—' if share is None else f'{share:.2f}'} | {ratio:.2f} | "
                 f"{'met' if ok else 'not met'} |"
             )
-        lines += [
-            "",
-            f"Goal (at least 90% of the k_multi=2 gain over k_multi=1 — or no loss where "
-            f"k_multi=2 gains nothing — at no more than 2x the k_multi=1 seconds): met on "
-            f"{met} of {total} models.",
-            "",
-        ]
+        lines += ["", _goal_line(met, total), ""]
         if oracle:
             lines += [
                 "**The labels as the policy** (the upper bound of admission: in iteration 2 "

@@ -506,7 +506,7 @@ class LearnedMultiPolicy:
         max_admit: most matches admitted per iteration (default 64).
     """
 
-    name = "learned"
+    name = "learned-in-window"
 
     def __init__(
         self,

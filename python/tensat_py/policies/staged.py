@@ -60,7 +60,21 @@ __all__ = [
 STAGED_MODEL_PATH = Path(__file__).with_name("staged_policy.json")
 
 
-class StagedMultiPolicy:
+class _FirstIteration:
+    """The second stage's schedule: multi-pattern rules searched, and matches chosen with
+    the e-graph at hand, in the first iteration only."""
+
+    def search_multi(self, iteration: int, k_multi: int) -> bool:
+        return iteration == 0
+
+    def selects(self, iteration: int) -> bool:
+        return iteration == 0
+
+    def wants_export(self, iteration: int) -> bool:
+        return iteration == 0
+
+
+class StagedMultiPolicy(_FirstIteration):
     """The second stage's policy: in the first iteration of the e-graph of an extracted
     program, searches the multi-pattern rules with a rule prior above 0 and admits their
     matches that add e-nodes and that the classifier scores at least ``threshold``, the
@@ -74,8 +88,8 @@ class StagedMultiPolicy:
         cost_model: prices the e-graph for the features.
         threshold: least predicted probability admitted (default 0: every match of a rule
             with a prior; held out, the classifier did not score the useful second-stage
-            matches above the others, and at 0.5 it loses BERT's, NasRNN's and
-            SqueezeNet's gain; see ``bench/guidance.md``).
+            matches above the others, and at 0.5 it loses NasRNN's and SqueezeNet's
+            gain; see ``bench/guidance.md``).
         max_admit: most matches admitted, the likeliest first (default 256).
     """
 
@@ -96,12 +110,11 @@ class StagedMultiPolicy:
 
     @classmethod
     def load(cls, path: str | Path | None = None, **options: Any) -> StagedMultiPolicy:
-        """The policy with the model stored at ``path`` (default: the shipped one).
+        """The policy with the model at ``path`` (default :data:`STAGED_MODEL_PATH`).
 
         Raises:
-            ImportError: LightGBM (the ``learn`` extra) is not installed.
-            FileNotFoundError: no model file at ``path``.
-            ValueError: the file is not a model (names it).
+            What :meth:`~tensat_py.policies.multi.MultiModel.load` raises: ImportError
+            without LightGBM, FileNotFoundError, ValueError for a file that is no model.
         """
         return cls(MultiModel.load(path if path is not None else STAGED_MODEL_PATH), **options)
 
@@ -113,21 +126,12 @@ class StagedMultiPolicy:
         self.admitted = self.offered = 0
         return self
 
-    def search_multi(self, iteration: int, k_multi: int) -> bool:
-        return iteration == 0
-
     def multi_rules(self, iteration: int) -> list[int] | None:
         """The multi-pattern rules with a prior above 0 (all of them without a model)."""
         if self.model is None:
             return None
         prior = self.model.rule_prior
         return [i for i in sorted(self._multi) if prior.get(self._names[i], 0.0) > 0]
-
-    def selects(self, iteration: int) -> bool:
-        return iteration == 0
-
-    def wants_export(self, iteration: int) -> bool:
-        return iteration == 0
 
     def select(self, view: Mapping[str, Any]) -> list[bool]:
         keep = [False] * len(view["rules"])
@@ -151,22 +155,13 @@ class StagedMultiPolicy:
         return keep
 
 
-class StagedRecorder(RecordingPolicy):
+class StagedRecorder(_FirstIteration, RecordingPolicy):
     """Records the features of every multi-pattern match in the second stage (for
     :func:`~tensat_py.policies.multi.label_matches`) and applies exactly those matches, as
     :class:`StagedMultiPolicy` with every match admitted does."""
 
     def __init__(self, ruleset: Any, cost_model: Any) -> None:
         super().__init__(ruleset, cost_model, record_from=0)
-
-    def search_multi(self, iteration: int, k_multi: int) -> bool:
-        return iteration == 0
-
-    def selects(self, iteration: int) -> bool:
-        return iteration == 0
-
-    def wants_export(self, iteration: int) -> bool:
-        return iteration == 0
 
     def select(self, view: Mapping[str, Any]) -> list[bool]:  # type: ignore[override]
         super().select(view)
