@@ -59,8 +59,10 @@ __all__ = [
     "MultiModel",
     "RecordingPolicy",
     "label_matches",
+    "likeliest",
     "match_features",
     "mirror_key",
+    "offers_new",
     "rule_priors",
     "train",
 ]
@@ -491,6 +493,21 @@ def train(x: np.ndarray, y: np.ndarray, rules: Sequence[str], seed: int = 0) -> 
     return model
 
 
+def offers_new(view: Mapping[str, Any], multi: set[int]) -> bool:
+    """Whether ``view`` has a match of a rule in ``multi`` that would add e-nodes. A match
+    adding none (its targets exist already, or do not type-check) is never offered: no
+    training label marks one useful (labels count e-classes a target created), and a
+    view without an offer is not priced at all."""
+    new = view.get("new_nodes")
+    return any(r in multi and (new is None or new[i] > 0) for i, r in enumerate(view["rules"]))
+
+
+def likeliest(p: np.ndarray, threshold: float, cap: int) -> list[int]:
+    """Indices of the scores ``p`` at least ``threshold``, likeliest first (ties in order),
+    at most ``cap`` of them."""
+    return [j for j in np.argsort(-p, kind="stable") if p[j] >= threshold][:cap]
+
+
 class LearnedMultiPolicy:
     """Applies every single-pattern match; in iterations ``k_multi .. k_multi + extra - 1``
     searches the multi-pattern rules the training data found useful (rule prior above 0)
@@ -576,11 +593,7 @@ class LearnedMultiPolicy:
     def select(self, view: Mapping[str, Any]) -> list[bool]:
         multi = self._multi
         keep = [r not in multi for r in view["rules"]]
-        new = view.get("new_nodes")
-        # A match adding no e-node (its targets exist already, or do not type-check) is not
-        # offered: no training label marks one useful (labels count e-classes a target
-        # created). Without an offer the e-graph is not priced at all.
-        if not any(r in multi and (new is None or new[i] > 0) for i, r in enumerate(view["rules"])):
+        if not offers_new(view, multi):
             return keep
         costs = self.cost_model.costs_for_export(view["export"])
         x, idx = match_features(view, costs, multi, new_only=True)
@@ -591,8 +604,7 @@ class LearnedMultiPolicy:
             # (SqueezeNet's fire modules concatenate expand1x1 before expand3x3: with one
             # image of each useful conv-relu-enlarge-merge admitted, k_multi=1 plus the
             # k_multi=2 labels reach 55.51 %, with both 56.0 %, Tensat's k_multi=2 result).
-            order = [j for j in np.argsort(-p, kind="stable") if p[j] >= self.threshold]
-            admitted = order[: self.max_admit]
+            admitted = likeliest(p, self.threshold, self.max_admit)
             for j in admitted:
                 keep[idx[j]] = True
             self.admitted += len(admitted)

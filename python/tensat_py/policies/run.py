@@ -150,7 +150,7 @@ def _staged(graph: Graph, ruleset: Any, model: Any, kw: dict[str, Any]) -> Any:
                 "policy": StagedMultiPolicy(pol.model).bind(ruleset, model),
                 "k_multi": 0,
                 "iter_limit": 1,
-                "time_limit": max(float(kw.get("time_limit", 60.0)) - default_seconds, 1.0),
+                "time_limit": max(left - ref.seconds, 1.0),
             },
         )
         kept = second.cost_after < res.cost_after and not second.extraction_status.startswith(

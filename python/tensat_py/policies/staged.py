@@ -37,14 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tensat_py.graph import Graph
 from tensat_py.policies.multi import (
     MultiModel,
     RecordingPolicy,
     _multi_rules,
+    likeliest,
     match_features,
+    offers_new,
 )
 
 __all__ = [
@@ -135,8 +135,7 @@ class StagedMultiPolicy(_FirstIteration):
 
     def select(self, view: Mapping[str, Any]) -> list[bool]:
         keep = [False] * len(view["rules"])
-        new = view.get("new_nodes") or [1] * len(keep)
-        if not any(r in self._multi and new[i] > 0 for i, r in enumerate(view["rules"])):
+        if not offers_new(view, self._multi):
             return keep
         costs = self.cost_model.costs_for_export(view["export"])
         x, idx = match_features(view, costs, self._multi, new_only=True)
@@ -146,8 +145,7 @@ class StagedMultiPolicy(_FirstIteration):
             chosen = list(range(len(idx)))
         else:
             p = self.model.scores(x, [self._names[view["rules"][i]] for i in idx])
-            order = [j for j in np.argsort(-p, kind="stable") if p[j] >= self.threshold]
-            chosen = order[: self.max_admit]
+            chosen = likeliest(p, self.threshold, self.max_admit)
         for j in chosen:
             keep[idx[j]] = True
         self.admitted += len(chosen)
