@@ -150,3 +150,52 @@ def test_second_stage_program_passes_the_same_gates_as_any_candidate() -> None:
     assert got.cost_after == got.cost_before
     assert got.stats["policy_fallback"] is True and got.stats["policy_admitted"] > 0
     assert "not kept" in got.message and "kept the default" in got.message
+
+
+def _two_relu_convolutions() -> tensat_py.Graph:
+    """Two 1x1 ReLU convolutions of one input, with kernels of one size."""
+    b = GraphBuilder()
+    x = b.input((1, 4, 8, 8), name="x")
+    return b.finish([b.conv2d(x, (8, 4, 1, 1), act="relu") for _ in range(2)])
+
+
+def _labels(cost_model: object) -> tuple[list[str], list[int]]:
+    """Rule and label of each multi-pattern match of iteration 0 of Tensat's schedule on
+    :func:`_two_relu_convolutions` (the later iterations apply the single-pattern rules,
+    ``enlarge-same-size`` among them), with the ILP's program under ``cost_model``."""
+    from tensat_py.egraph import ExtractionProblem
+    from tensat_py.extract import extract
+    from tensat_py.policies.multi import RecordingPolicy, label_matches
+
+    rules = load_rules("taso")
+    rec = RecordingPolicy(rules, cost_model, record_from=0)
+    eg = _core.EGraph(_two_relu_convolutions().to_flat())
+    eg.saturate(rules, k_multi=1, policy=rec)
+    export = eg.export()
+    problem = ExtractionProblem.from_export(export, cost_model.costs_for_export(export))
+    res = extract(problem, extractor="ilp", solver="highs")
+    y = label_matches(rec, rules, eg, export, set(res.choices))
+    return rec.rules, [int(v) for v in y]
+
+
+def test_labels_count_a_merge_the_program_uses() -> None:
+    rules, y = _labels(get_cost_model("roofline", "t4"))
+    assert "conv-relu-enlarge-merge" in rules and sum(y) > 0
+
+
+def test_labels_ignore_an_operand_that_an_identity_joined_to_the_target() -> None:
+    # No merged (16-channel) convolution pays under this model, so the program keeps the
+    # two convolutions and their kernels. `conv-relu-enlarge-merge` built (enlarge w1 w2),
+    # which `enlarge-same-size` joined to w1's e-class: the program uses w1, not the merge.
+    from tensat_py.cost.base import OpCostModel
+
+    class NoWideConvolution(OpCostModel):
+        name, device = "no-wide-convolution", "cpu"
+
+        def cost(self, ctx):  # noqa: ANN001, ANN201
+            if ctx.op != "conv2d":
+                return 0.0
+            return 1.0 if ctx.output.shape[1] > 8 else 0.1
+
+    rules, y = _labels(NoWideConvolution())
+    assert "conv-relu-enlarge-merge" in rules and sum(y) == 0

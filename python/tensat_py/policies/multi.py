@@ -341,7 +341,8 @@ def label_matches(
 ) -> np.ndarray:
     """1 for each recorded match whose target's new inner e-classes the final program
     (dense e-classes ``used`` of ``export``) uses, or whose well-typed mirror image's do
-    (see :func:`mirror_key`), else 0."""
+    (see :func:`mirror_key`), else 0. An inner e-class is new when it existed neither
+    before the match nor as one of the match's operands."""
     targets = [[_parse_pattern(t) for t in tgts] for _, _, tgts, _ in ruleset.describe()]
     final = _node_table(export)
     used_ids = {export["class_id"][c] for c in used}
@@ -355,7 +356,10 @@ def label_matches(
             _inner_classes(t, canon, final, inner)
             old: list[int] = []
             _inner_classes(t, before, known, old)
+            # An inner e-class that is one of the match's operands (an identity such as
+            # `enlarge-same-size` joined them) was not built by the match.
             old_canon = set(egraph.find(old)) if old else set()
+            old_canon.update(canon.values())
             if any(c in used_ids and c not in old_canon for c in inner):
                 hit = 1
         labels.append(hit)
