@@ -525,7 +525,12 @@ def part_astar(
             }
         )
         print("astar:", json.dumps(rows[-1]), flush=True)
-    results["astar"] = {"rows": rows, "budget": budget, "depth": depth}
+    results["astar"] = {
+        "rows": rows,
+        "budget": budget,
+        "depth": depth,
+        "discount": getattr(learned, "discount", 1.0),
+    }
 
 
 #: Bump when what a trace holds changes (the moves of ``astar.successors``: inline_let).
@@ -807,7 +812,9 @@ def write_md(results: dict, command: str) -> None:
             *origin(a),
             f"Budget {a['budget']} value-function evaluations, at most {a['depth']} "
             "rewrites; rules knossos_simplify + knossos_binding and RLO's inline_let "
-            "(`tensat_py.policies.binding`); RLO cost. `best` is the "
+            "(`tensat_py.policies.binding`); RLO cost. Learned A* takes the value "
+            f"function's estimate times {a.get('discount', 1.0):g} (`LearnedValue.discount`, "
+            "weighted A*). `best` is the "
             "least cost any of the three found; `evals` = evaluations spent when that "
             "search first reached its own best cost.",
             "",

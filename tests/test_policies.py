@@ -179,9 +179,13 @@ def test_every_value_dataset_expression_parses_and_prices() -> None:
 def test_shipped_value_function_predicts_reductions_within_cost() -> None:
     v = A.LearnedValue.load()
     term = A.parse_rlo("(div (mul 1.0 x) x)")
+    raw = v.predict_features(np.stack([A.term_features(term, t, 4.0) for t in (1, 2)]))
+    assert 0.0 <= raw[0] <= 4.0 and 0.0 <= raw[1] <= 4.0
+    assert raw[1] > 1.0  # two steps reach 0 from 4
+    # A* gets the discounted estimate (weighted A*).
+    assert 0.0 < v.discount < 1.0
     p = v.predict([term, term], [1, 2], [4.0, 4.0])
-    assert 0.0 <= p[0] <= 4.0 and 0.0 <= p[1] <= 4.0
-    assert p[1] > 1.0  # two steps reach 0 from 4
+    np.testing.assert_allclose(p, v.discount * raw)
 
 
 @needs_lgb
