@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from typing import Any
 
 import pytest
 import tensat_py
@@ -192,7 +193,7 @@ def test_labels_ignore_an_operand_that_an_identity_joined_to_the_target() -> Non
     class NoWideConvolution(OpCostModel):
         name, device = "no-wide-convolution", "cpu"
 
-        def cost(self, ctx):  # noqa: ANN001, ANN201
+        def cost(self, ctx: Any) -> float:
             if ctx.op != "conv2d":
                 return 0.0
             return 1.0 if ctx.output.shape[1] > 8 else 0.1

@@ -8,7 +8,9 @@ from tensat_py.graph import Graph
 from tensat_py.pipeline import load_rules
 
 
-def _enlarges() -> list:
+def _enlarges() -> list[tuple[str, list[int]]]:
+    """``(enlarge w1 w2)`` of two 1x1 kernels and ``(enlarge w1 w3)`` of a 1x1 and a 3x3,
+    as a flat node list."""
     g = Graph()
     w1 = g.add_weight("w1", (8, 4, 1, 1))
     w2 = g.add_weight("w2", (8, 4, 1, 1))
@@ -19,7 +21,7 @@ def _enlarges() -> list:
     return g.to_flat()
 
 
-def test_enlarge_to_the_same_size_joins_the_kernels_eclass():
+def test_enlarge_to_the_same_size_joins_the_kernels_eclass() -> None:
     flat = _enlarges()
     eg = _core.EGraph(flat)
     eg.saturate(load_rules("taso"), k_multi=0, iter_limit=1)
@@ -29,7 +31,7 @@ def test_enlarge_to_the_same_size_joins_the_kernels_eclass():
     assert not eg.equivalent(larger, w1)  # a 1x1 kernel padded to 3x3 is another tensor
 
 
-def test_nasneta_shares_its_merged_convolutions_at_k_multi_1():
+def test_nasneta_shares_its_merged_convolutions_at_k_multi_1() -> None:
     # Without the rule, NasNet-A's k_multi=1 optimum is 7.3 % (README Table 1 before it):
     # the same merged 1x1 convolution built by `conv-relu-enlarge-merge` and by the
     # mirrored merge had weights in two e-classes, so it was computed twice.
