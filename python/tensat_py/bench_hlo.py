@@ -39,9 +39,6 @@ from typing import Any
 
 __all__ = ["HloRow", "HloBenchConfig", "bench_module", "run_hlo_bench", "markdown"]
 
-#: Node kinds not counted as operators.
-_NOT_OPS = frozenset({"input", "weight", "scalar"})
-
 
 @dataclass
 class HloRow:
@@ -88,11 +85,6 @@ class HloBenchConfig:
     command: str = ""
 
 
-def _ops(graph: Any) -> int:
-    live = graph.live()
-    return sum(1 for i, n in enumerate(graph.nodes) if live[i] and n.op not in _NOT_OPS)
-
-
 def _rel_err(a: Sequence[Any], b: Sequence[Any]) -> float:
     import numpy as np
 
@@ -135,7 +127,7 @@ def bench_module(
     try:
         t0 = time.perf_counter()
         graph = tensat_py.load(path)
-        row.ops_before = _ops(graph)
+        row.ops_before = graph.num_operators()
         result = tensat_py.optimize(
             graph,
             extractor=extractor,
@@ -146,7 +138,7 @@ def bench_module(
         total_s = time.perf_counter() - t0
         row.verify_s = float(result.stats.get("phase_seconds", {}).get("verification", 0.0))
         row.opt_s = total_s - row.verify_s
-        row.ops_after = _ops(result.graph)
+        row.ops_after = result.graph.num_operators()
         row.enodes = int(result.stats.get("enodes") or 0)
         row.extraction = result.extraction_status
         row.verify_runner = result.verify.runner if result.verify else ""

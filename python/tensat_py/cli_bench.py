@@ -154,7 +154,13 @@ def _seconds(flag: str, default: float, help: str) -> Any:
 
 @bench.command("hlo")
 @click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--out", default="bench/hlo_bench.md", show_default=True, help="Markdown report.")
+@click.option(
+    "--out",
+    default=None,
+    help="Markdown report (its CSV is written beside it). Default: hlo_bench.md in a new "
+    "folder tensat-bench-YYYYMMDD-HHMMSS under the current folder.",
+)
+@click.option("--force", is_flag=True, help="Overwrite --out (and its CSV) if it exists.")
 @click.option(
     "-j",
     "--jobs",
@@ -196,7 +202,8 @@ def _seconds(flag: str, default: float, help: str) -> Any:
 @click.option("--no-progress", is_flag=True, help="No progress bar; one line per module.")
 def bench_hlo(
     folders: tuple[str, ...],
-    out: str,
+    out: str | None,
+    force: bool,
     jobs: int,
     extractor: str,
     solver: str,
@@ -210,12 +217,19 @@ def bench_hlo(
     """Optimise every *.hlo module in FOLDERS and run original and optimised through XLA."""
     from pathlib import Path
 
+    from tensat_py.bench import default_out
     from tensat_py.bench_hlo import HloBenchConfig, markdown, run_hlo_bench
 
+    report = Path(out) if out else default_out() / "hlo_bench.md"
+    if not force:
+        for path in (report, report.with_suffix(".csv")):
+            if path.exists():
+                click.echo(f"error: {path} exists; pass --force to overwrite it", err=True)
+                sys.exit(2)
     cfg = HloBenchConfig(
         folder=Path(folders[0]),
         files=[f for d in folders for f in sorted(Path(d).glob("*.hlo"))],
-        out=Path(out),
+        out=report,
         jobs=jobs,
         extractor=extractor,
         solver=solver,

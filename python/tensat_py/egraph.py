@@ -3,7 +3,8 @@
 An :class:`ExtractionProblem` is the e-graph as the extractors see it: e-classes are dense
 indices ``0..num_classes-1``, e-nodes are ``0..n-1``; node ``i`` belongs to class
 ``node_eclass[i]``, its operands are the *classes* ``node_children[i]`` and it costs
-``node_cost[i]`` (seconds for Tensat's cost models; any non-negative unit works). Nodes in
+``node_cost[i]`` (seconds for Tensat's cost models; any finite unit works, negative costs
+included: :mod:`tensat_py.extract.signed`). Nodes in
 ``forbidden`` (Tensat's cycle filter list) may never be chosen.
 
 A *choice* maps a class to the node picked for it. The helpers here find cycles in a choice
@@ -45,7 +46,9 @@ class ExtractionProblem:
         node_op: operator text of each node (leaves carry their literal).
         node_eclass: class index of each node.
         node_children: child class indices of each node, in operand order.
-        node_cost: cost of each node (finite, non-negative; seconds for Tensat costs).
+        node_cost: cost of each node (finite; seconds, non-negative, for Tensat's cost
+            models; negative costs, as in extraction-gym's ``maxsat`` e-graphs, go through
+            :mod:`tensat_py.extract.signed`).
         num_classes: number of classes (ids are ``0..num_classes-1``).
         roots: root classes; every one of them must be built.
         forbidden: nodes that may not be chosen, as a set of node ids or one bool per node.
@@ -150,10 +153,9 @@ class ExtractionProblem:
                         f"(num_classes {self.num_classes})"
                     )
             cost = self.node_cost[i]
-            if not (isinstance(cost, int | float) and math.isfinite(cost) and cost >= 0):
+            if not (isinstance(cost, int | float) and math.isfinite(cost)):
                 raise ValueError(
-                    f"{source}: node {self._name(i)}: cost {cost!r} is not a finite "
-                    "non-negative number"
+                    f"{source}: node {self._name(i)}: cost {cost!r} is not a finite number"
                 )
         if not self.roots:
             raise ValueError(f"{source}: no root classes")
@@ -309,13 +311,8 @@ def load_json(path: str | os.PathLike[str]) -> ExtractionProblem:
         node_eclass.append(class_index.setdefault(eclass, len(class_index)))
         node_op.append(str(node.get("op", "")))
         cost = node.get("cost", 1.0)
-        if (
-            isinstance(cost, bool)
-            or not isinstance(cost, int | float)
-            or not math.isfinite(cost)
-            or cost < 0
-        ):
-            raise _fail(path, f"node {name!r}: cost {cost!r} is not a finite non-negative number")
+        if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost):
+            raise _fail(path, f"node {name!r}: cost {cost!r} is not a finite number")
         node_cost.append(float(cost))
     node_children: list[list[int]] = []
     for name, node in nodes.items():

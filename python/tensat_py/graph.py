@@ -508,6 +508,40 @@ class Graph:
         """``{op: count}`` over all nodes (inputs and weights included)."""
         return dict(Counter(n.op for n in self.nodes))
 
+    def operator_counts(self, *, weight_only: bool | None = None) -> dict[str, int]:
+        """``{op: count}`` over the program's operators: the nodes some output depends on,
+        less leaves (``input``, ``weight``) and literals (operators declared with no
+        operands that launch no kernel, such as ``scalar``). This is the count
+        ``tensat optimize`` and ``tensat bench hlo`` report as "operators".
+
+        Args:
+            weight_only: ``True`` counts only weight-only operators (every leaf below is a
+                weight: pre-computed at inference, cost 0), ``False`` only the others,
+                ``None`` (default) both.
+
+        >>> from tensat_py.builder import GraphBuilder
+        >>> b = GraphBuilder()
+        >>> x = b.input((2, 4), name="x")
+        >>> _ = b.relu(x)  # not an output: not counted
+        >>> b.finish([b.matmul(x, b.weight((4, 3), name="w"))]).operator_counts()
+        {'matmul': 1}
+        """
+        live = self.live()
+        return dict(
+            Counter(
+                n.op
+                for i, n in enumerate(self.nodes)
+                if live[i]
+                and n.op not in LEAF_OPS
+                and not _is_literal(n)
+                and (weight_only is None or n.constant == weight_only)
+            )
+        )
+
+    def num_operators(self) -> int:
+        """How many operators the program has (:meth:`operator_counts`, summed)."""
+        return sum(self.operator_counts().values())
+
     def type_of(self, nid: int) -> TensorType:
         """The tensor type of node ``nid`` (``TypeError`` for a split pair)."""
         t = self.nodes[nid].type
@@ -745,6 +779,19 @@ class Graph:
                 g.add_node(n.op, n.params, n.inputs, n.name)
         g.outputs = list(outputs)
         return g
+
+
+def _is_literal(node: Node) -> bool:
+    """Whether ``node`` is a literal: no tensor operands and an operator that launches no
+    kernel (``scalar``); not counted as an operator (:meth:`Graph.operator_counts`)."""
+    if node.inputs or node.op == OPAQUE:
+        return False
+    from tensat_py import ops
+
+    try:
+        return not ops.get(node.op).launches_kernel
+    except KeyError:
+        return False
 
 
 def _check_param(node: str, op: str, pname: str, kind: str, v: Any) -> Any:

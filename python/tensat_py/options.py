@@ -16,9 +16,11 @@ ValueError: k_multi: must be a non-negative integer, got -1
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal, get_args
 
 __all__ = [
@@ -37,8 +39,13 @@ __all__ = [
     "suggest",
     "check_choice",
     "check_count",
+    "check_explores",
     "check_seconds",
     "check_zoo_name",
+    "cli_spelling",
+    "option_name",
+    "spell",
+    "GPU_ALIASES",
     "validate_optimize_options",
 ]
 
@@ -50,8 +57,10 @@ CycleFilter = Literal["efficient", "vanilla", "none"]
 """Cycle filtering during exploration (``docs/exploration.md``)."""
 OrderVars = Literal["real", "int"]
 """The ILP's topological-order variables when ``cycle_filter="none"``."""
-Device = Literal["t4", "a100", "h100", "cpu"]
-"""Roofline cost-model device preset."""
+Device = Literal["t4", "a100", "h100", "cpu", "gpu", "cuda"]
+"""The device a cost model prices for: a roofline preset (``t4``, ``a100``, ``h100``,
+``cpu``), or, for the measured models (``profile``, ``learned``), ``cpu`` (this machine's
+CPU) or a GPU: ``gpu``/``cuda`` (GPU 0 through CuPy) or a GPU preset's name."""
 CostModelName = Literal["roofline", "profile", "learned", "rlo"]
 """Cost models known by name (:func:`tensat_py.cost.get_cost_model`)."""
 
@@ -62,8 +71,60 @@ ORDER_VARS: tuple[str, ...] = get_args(OrderVars)
 DEVICES: tuple[str, ...] = get_args(Device)
 COST_MODELS: tuple[str, ...] = get_args(CostModelName)
 
+#: Device names that mean "the GPU at hand" (measured models only, never a roofline preset).
+GPU_ALIASES: tuple[str, ...] = ("gpu", "cuda")
+
 #: Largest count accepted for a limit (the Rust core takes 64-bit sizes).
 MAX_COUNT = 2**63 - 1
+
+#: True while the ``tensat`` command runs: messages then spell options as its flags.
+_CLI: contextvars.ContextVar[bool] = contextvars.ContextVar("tensat_cli", default=False)
+
+#: Command-line flags (and their value's form) of Python keywords whose flag is not
+#: ``--kebab-case`` of the keyword or whose value needs describing.
+_FLAGS = {"input_shapes": ("--input-shape", "NAME=D0,D1,... (once per input)")}
+
+
+@contextmanager
+def cli_spelling() -> Iterator[None]:
+    """Within the block, :func:`spell` writes options as the ``tensat`` command's flags."""
+    token = _CLI.set(True)
+    try:
+        yield
+    finally:
+        _CLI.reset(token)
+
+
+def option_name(option: str) -> str:
+    """The name the user gave ``option`` by, where the call came from: the keyword
+    (``node_limit``) from Python, the flag (``--node-limit``) from the ``tensat`` command.
+
+    >>> option_name("node_limit")
+    'node_limit'
+    >>> with cli_spelling():
+    ...     option_name("node_limit")
+    '--node-limit'
+    """
+    if not _CLI.get():
+        return option
+    return _FLAGS[option][0] if option in _FLAGS else "--" + option.replace("_", "-")
+
+
+def spell(option: str, value: Any = None) -> str:
+    """How the user passes ``option`` where the call came from: ``device='cpu'`` from
+    Python, ``--device cpu`` from the ``tensat`` command (:func:`cli_spelling`); with no
+    ``value``, the form its value takes.
+
+    >>> spell("device", "cpu"), spell("input_shapes")
+    ("device='cpu'", 'input_shapes={...}')
+    >>> with cli_spelling():
+    ...     spell("device", "cpu"), spell("input_shapes")
+    ('--device cpu', '--input-shape NAME=D0,D1,... (once per input)')
+    """
+    if _CLI.get():
+        form = _FLAGS[option][1] if option in _FLAGS else "VALUE"
+        return f"{option_name(option)} {form if value is None else value}"
+    return f"{option}={{...}}" if value is None else f"{option}={value!r}"
 
 
 def suggest(value: str, known: Iterable[str]) -> str:
@@ -81,7 +142,8 @@ def check_choice(option: str, value: Any, known: Sequence[str]) -> str:
     if isinstance(value, str) and value in known:
         return value
     raise ValueError(
-        f"{option}: unknown value {value!r}{suggest(str(value), known)}; known: {', '.join(known)}"
+        f"{option_name(option)}: unknown value {value!r}{suggest(str(value), known)}; "
+        f"known: {', '.join(known)}"
     )
 
 
@@ -92,7 +154,23 @@ def check_count(option: str, value: Any) -> int:
         ValueError: ``"k_multi: must be a non-negative integer, got -1"``.
     """
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
-        raise ValueError(f"{option}: must be a non-negative integer, got {value!r}")
+        raise ValueError(f"{option_name(option)}: must be a non-negative integer, got {value!r}")
+    return value
+
+
+def check_explores(option: str, value: Any) -> int:
+    """``value`` when it is a count of at least 1: the command line refuses a node or
+    iteration limit of 0, under which exploration can apply no rule.
+
+    Raises:
+        ValueError: ``"--iter-limit: must be at least 1, got 0 (0 explores nothing)"``.
+    """
+    check_count(option, value)
+    if value < 1:
+        raise ValueError(
+            f"{option_name(option)}: must be at least 1, got {value} (0 explores nothing: no rule "
+            "could be applied)"
+        )
     return value
 
 
@@ -104,7 +182,9 @@ def check_seconds(option: str, value: Any) -> float:
     """
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     if not ok or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{option}: must be a positive, finite number of seconds, got {value!r}")
+        raise ValueError(
+            f"{option_name(option)}: must be a positive, finite number of seconds, got {value!r}"
+        )
     return float(value)
 
 

@@ -58,7 +58,9 @@ __all__ = [
     "ROUNDING",
     "RULES_DIR",
     "load_rules",
+    "model_name",
     "optimize",
+    "prediction_basis",
 ]
 
 RULES_DIR = Path(__file__).parent / "rules"
@@ -157,6 +159,15 @@ class OptimizeResult:
             switched e-classes), kept or not.
         candidate_cost: its cost-model cost, seconds.
         candidate_status: the extractor's own status for it.
+        cost_model: the name of the cost model that priced both programs (``"roofline"``,
+            ``"profile"``, ...; a user object's ``name`` attribute or class name).
+        device: the device it priced for (a roofline preset such as ``"t4"``, ``"cpu"``).
+        unit: the unit of ``cost_before``, ``cost_after`` and ``candidate_cost``
+            (``"seconds"``).
+
+    ``speedup`` is the cost model's *prediction* for ``device``; a measured speedup, when
+    confirmation timed the programs, is ``stats["measured_speedup"]`` with its runtime in
+    ``stats["measured_on"]``.
     """
 
     graph: Graph
@@ -169,11 +180,21 @@ class OptimizeResult:
     candidate: Graph | None = None
     candidate_cost: float = math.nan
     candidate_status: str = ""
+    cost_model: str = ""
+    device: str = ""
+    unit: str = "seconds"
 
     @property
     def speedup(self) -> float:
-        """``cost_before / cost_after`` (1.0 when nothing changed)."""
+        """``cost_before / cost_after`` (1.0 when nothing changed): the speedup the cost
+        model predicts on ``device``, not a measurement."""
         return self.cost_before / self.cost_after if self.cost_after > 0 else 1.0
+
+    @property
+    def basis(self) -> str:
+        """What ``speedup`` is predicted by, for labels: ``"roofline cost model, device
+        t4 (NVIDIA T4 GPU)"``."""
+        return prediction_basis(self.cost_model, self.device)
 
     @property
     def fell_back(self) -> bool:
@@ -181,11 +202,28 @@ class OptimizeResult:
         return self.extraction_status in FALLBACKS
 
     def to_json(self) -> dict[str, Any]:
-        """The CLI's ``--json`` object: costs, status, message, the candidate's cost, status
-        and verification report (``verify``: ``passed``, ``runner``, errors, ``message``)
-        and every statistic (non-finite numbers as ``null``)."""
+        """The CLI's ``--json`` object: costs with their ``unit``, ``cost_model`` and
+        ``device``; ``speedup`` (predicted by that cost model, ``speedup_kind``
+        ``"predicted"``) and, when confirmation timed the programs, ``measured`` (runtime,
+        speedup, rounds); status, message, the candidate's cost, status and verification
+        report (``verify``: ``passed``, ``runner``, errors, ``message``) and every statistic
+        (non-finite numbers as ``null``)."""
+        measured = None
+        if "measured_speedup" in self.stats:
+            measured = {
+                "runtime": self.stats.get("measured_on", ""),
+                "speedup": self.stats["measured_speedup"],
+                "rounds": self.stats.get("confirm_rounds"),
+            }
         return _finite(
             {
+                "cost_model": self.cost_model,
+                "device": self.device,
+                "unit": self.unit,
+                "speedup": self.speedup,
+                "speedup_kind": "predicted",
+                "speedup_basis": self.basis,
+                "measured": measured,
                 "cost_before": self.cost_before,
                 "cost_after": self.cost_after,
                 "extraction_status": self.extraction_status,
@@ -199,7 +237,13 @@ class OptimizeResult:
 
 @lru_cache(maxsize=16)
 def _load_rules_cached(path: str, mtime: float) -> _core.RuleSet:
-    return _core.RuleSet.load(path)
+    rs = _core.RuleSet.load(path)
+    if len(rs) == 0:
+        raise ValueError(
+            f"{path}: no rules in this file (a rule reads `name: source => target`; "
+            "see docs/rules.md)"
+        )
+    return rs
 
 
 def load_rules(
@@ -220,8 +264,8 @@ def load_rules(
     Raises:
         FileNotFoundError: when no such rule file exists (the message lists the shipped and
             built-in ones).
-        ValueError: ``file:line:col: message`` on a syntax error; two files sharing a rule
-            name.
+        ValueError: ``file:line:col: message`` on a syntax error; a file that holds no
+            rule (empty, comments only); two files sharing a rule name.
     """
     if isinstance(rules, _core.RuleSet):
         return rules
@@ -338,7 +382,10 @@ def optimize(
         cost_model: a name (``"roofline"``, ...) or an object with ``graph_cost(graph)`` and
             ``costs_for_export(export)`` (seconds); default: the front end's
             (``"roofline"`` for tensor programs).
-        device: cost-model device preset: ``"t4"`` (default), ``"a100"``, ``"h100"``, ``"cpu"``.
+        device: the device the cost model prices for: a roofline preset, ``"t4"``
+            (default), ``"a100"``, ``"h100"``, ``"cpu"``; for the measured models
+            (``profile``, ``learned``) ``"cpu"`` (this machine), or ``"gpu"``/``"cuda"`` (or
+            a GPU preset's name) through CuPy.
         verify: run both programs in float64 on the same random inputs and weights and keep
             the candidate only if its outputs agree (``tensat_py.verify``'s float64
             tolerance, far tighter than the 1e-4 float32 bound).
@@ -543,7 +590,7 @@ def optimize(
         confirm_seconds = time.perf_counter() - t
         stats.update(confirm_rounds=c.rounds)
         if best is candidate:
-            stats.update(measured_speedup=c.speedup)
+            stats.update(measured_speedup=c.speedup, measured_on="onnxruntime (CPU)")
             if c.speedup < 1.0 + CONFIRM_MARGIN:
                 status = "fallback-not-faster"
                 message = (
@@ -592,7 +639,29 @@ def optimize(
         candidate=candidate,
         candidate_cost=candidate_cost,
         candidate_status=result.status,
+        cost_model=model_name(model),
+        device=str(getattr(model, "device", device)),
     )
+
+
+def model_name(model: Any) -> str:
+    """A cost model's name for labels: its ``name`` attribute, else its class name."""
+    return str(getattr(model, "name", "") or type(model).__name__)
+
+
+def prediction_basis(cost_model: str, device: str) -> str:
+    """``"roofline cost model, device t4 (NVIDIA T4 GPU)"``: what a predicted figure
+    comes from, for tables and messages (for the roofline model, the preset's description
+    from :data:`tensat_py.cost.roofline.PRESETS`).
+
+    >>> prediction_basis("profile", "cpu")
+    'profile cost model, device cpu'
+    """
+    from tensat_py.cost.roofline import PRESETS
+
+    preset = PRESETS.get(device) if cost_model == "roofline" else None
+    where = f"{device} ({preset.title})" if preset is not None else device
+    return f"{cost_model} cost model, device {where}"
 
 
 def _refine(

@@ -1,7 +1,9 @@
 """Feedback on long work: a spinner on stderr for a phase that runs longer than a second.
 
 ``tensat optimize`` shows one line per slow phase (exploration, extraction, verification)
-with the time spent so far, and, when the phase ends, a line with its total. Phases that end
+with the time spent so far, and, when the phase ends, a line with its total
+(``extraction: 2.2 s``), or, when Ctrl-C or an error ended it, a line saying so
+(``extraction: interrupted after 2.2 s``). Phases that end
 within the delay print nothing, so quick runs stay quiet. ``--quiet`` and ``--json`` turn it
 off; :func:`tensat_py.optimize` shows nothing unless given ``progress=True``.
 
@@ -69,8 +71,15 @@ class PhaseDisplay:
         timer = threading.Timer(self.delay, show)
         timer.daemon = True
         timer.start()
+        ending = ""
         try:
             yield
+        except KeyboardInterrupt:
+            ending = "interrupted after "
+            raise
+        except BaseException:
+            ending = "stopped by an error after "
+            raise
         finally:
             timer.cancel()
             with lock:
@@ -78,6 +87,6 @@ class PhaseDisplay:
                 for bar in shown:
                     bar.stop()
                 seconds = time.perf_counter() - start
-                if shown or seconds > self.delay:
-                    self.console.print(f"{label}: {seconds:.1f} s", highlight=False)
+                if shown or seconds > self.delay or ending:
+                    self.console.print(f"{label}: {ending}{seconds:.1f} s", highlight=False)
                 shown.clear()

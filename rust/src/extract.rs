@@ -33,15 +33,16 @@ use std::collections::VecDeque;
 
 /// A flat extraction problem: classes `0..num_classes`, nodes `0..node_eclass.len()`.
 ///
-/// All slices indexed by node have the same length. Costs must be finite and non-negative
-/// (check with [`validate`]); the greedy functions panic on out-of-range indices.
+/// All slices indexed by node have the same length. Costs must be finite and, for the greedy
+/// functions, non-negative (check with [`validate`]; [`dag_cost`] takes any finite cost,
+/// [`validate_signed`]); the greedy functions panic on out-of-range indices.
 #[derive(Debug, Clone, Copy)]
 pub struct Problem<'a> {
     /// Class of each node.
     pub node_eclass: &'a [usize],
     /// Child *classes* of each node, in operand order (repeats allowed).
     pub node_children: &'a [Vec<usize>],
-    /// Cost of each node (non-negative, finite).
+    /// Cost of each node (finite; non-negative for the greedy functions).
     pub node_cost: &'a [f64],
     /// Number of classes; class ids are dense `0..num_classes`.
     pub num_classes: usize,
@@ -52,7 +53,7 @@ pub struct Problem<'a> {
 }
 
 /// Checks that a [`Problem`] is well formed: equal lengths, indices in range, costs finite
-/// and non-negative.
+/// and non-negative (what the greedy extractors and the graph passes assume).
 ///
 /// # Errors
 /// A message naming the first offending node or root.
@@ -64,6 +65,29 @@ pub struct Problem<'a> {
 /// assert!(validate(&p).unwrap_err().contains("node 0"));
 /// ```
 pub fn validate(p: &Problem) -> Result<(), String> {
+    validate_signed(p)?;
+    match p.node_cost.iter().position(|&c| c < 0.0) {
+        Some(i) => Err(format!(
+            "node {i}: cost {} is negative (the greedy extractors need non-negative costs)",
+            p.node_cost[i]
+        )),
+        None => Ok(()),
+    }
+}
+
+/// [`validate`] without the sign test: costs finite, of any sign (what [`dag_cost`] needs,
+/// for extraction-gym's e-graphs with negative costs).
+///
+/// # Errors
+/// A message naming the first offending node or root.
+///
+/// ```
+/// use _core::extract::{validate, validate_signed, Problem};
+/// let p = Problem { node_eclass: &[0], node_children: &[vec![]], node_cost: &[-2.0],
+///                   num_classes: 1, roots: &[0], forbidden: &[false] };
+/// assert!(validate_signed(&p).is_ok() && validate(&p).is_err());
+/// ```
+pub fn validate_signed(p: &Problem) -> Result<(), String> {
     let n = p.node_eclass.len();
     if p.node_children.len() != n || p.node_cost.len() != n || p.forbidden.len() != n {
         return Err(format!(
@@ -88,10 +112,8 @@ pub fn validate(p: &Problem) -> Result<(), String> {
             ));
         }
         let cost = p.node_cost[i];
-        if !cost.is_finite() || cost < 0.0 {
-            return Err(format!(
-                "node {i}: cost {cost} is not a finite non-negative number"
-            ));
+        if !cost.is_finite() {
+            return Err(format!("node {i}: cost {cost} is not a finite number"));
         }
     }
     if let Some(r) = p.roots.iter().find(|&&r| r >= p.num_classes) {
@@ -901,6 +923,11 @@ mod tests {
     fn validate_reports_bad_input() {
         let o = Owned::new(&[(0, &[], -1.0)], 1, &[0]);
         assert!(validate(&o.p()).unwrap_err().contains("node 0"));
+        assert!(validate_signed(&o.p()).is_ok());
+        let o = Owned::new(&[(0, &[], f64::NAN)], 1, &[0]);
+        assert!(validate_signed(&o.p())
+            .unwrap_err()
+            .contains("not a finite number"));
         let o = Owned::new(&[(0, &[], 1.0)], 1, &[4]);
         assert!(validate(&o.p()).unwrap_err().contains("root class 4"));
         let o = Owned::new(&[(0, &[], 1.0)], 1, &[0]);

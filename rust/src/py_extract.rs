@@ -145,7 +145,7 @@ pub fn dag_cost(
         roots: &roots,
         forbidden: &forbidden,
     };
-    extract::validate(&p).map_err(PyValueError::new_err)?;
+    extract::validate_signed(&p).map_err(PyValueError::new_err)?;
     if choice.len() != num_classes {
         return Err(PyValueError::new_err(format!(
             "choice has {} entries, expected one per class ({num_classes})",

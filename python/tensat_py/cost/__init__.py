@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tensat_py.cost.base import CostContext, CostModel, OpCostModel
+from tensat_py.cost.base import CostContext, CostModel, GpuUnavailableError, OpCostModel
 from tensat_py.cost.roofline import PRESETS, DevicePreset, RooflineCostModel
 
 __all__ = [
@@ -83,10 +83,20 @@ def get_cost_model(name: str = "roofline", device: str = "t4") -> CostModel:
 
     Raises:
         ValueError: unknown model name or device; a model that cannot be built here (for
-            ``learned``: no trained model and too few measurements, saying what to run).
+            ``learned``: no trained model and too few measurements, saying what to run; for
+            a measured model on a GPU device without CuPy or a GPU: the model's name and
+            how to measure on this machine's CPU instead).
     """
+    from tensat_py.options import spell
+
     try:
         factory = COST_MODELS[name.lower()]
     except KeyError:
         raise ValueError(f"unknown cost model '{name}'; known: {', '.join(COST_MODELS)}") from None
-    return factory(device)
+    try:
+        return factory(device)
+    except GpuUnavailableError as e:
+        raise ValueError(
+            f"{name}: device '{device}' is a GPU, measured through CuPy: {e}; to measure on "
+            f"this machine's CPU pass {spell('device', 'cpu')}"
+        ) from None

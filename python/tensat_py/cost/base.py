@@ -31,6 +31,7 @@ from tensat_py import ops
 from tensat_py.graph import Graph, TensorType, operand_kinds
 
 __all__ = [
+    "GpuUnavailableError",
     "CostModel",
     "CostContext",
     "OpCostModel",
@@ -176,6 +177,12 @@ def conv_folded(
         return False
     labels = operands[0][0]
     return "conv2d" in labels and SHARED not in labels and all(c for _, c, _ in operands[1:])
+
+
+class GpuUnavailableError(ValueError):
+    """A measured cost model was asked for a GPU device and CuPy or a CUDA GPU is missing
+    (the message says which; :func:`tensat_py.cost.get_cost_model` adds the cost model's
+    name and how to measure on the CPU instead)."""
 
 
 @runtime_checkable

@@ -75,6 +75,7 @@ from tensat_py.cost import layout
 from tensat_py.cost.base import (
     SHARED,
     CostContext,
+    GpuUnavailableError,
     OpCostModel,
     biased_conv,
     conv_folded,
@@ -109,6 +110,7 @@ __all__ = [
     "fingerprint",
     "ProfileCostModel",
     "GPU_DEVICES",
+    "GpuUnavailableError",
     "OVERHEAD_SIGNATURE",
     "ort_fused",
     "one_op_graph",
@@ -116,6 +118,7 @@ __all__ = [
 
 #: Device names that select the CuPy backend (the roofline GPU presets, or any GPU).
 GPU_DEVICES = ("gpu", "cuda", "t4", "a100", "h100")
+
 #: Signature under which the ORT call-overhead calibration is cached.
 OVERHEAD_SIGNATURE = '{"calibration":"onnxruntime call overhead"}'
 #: Prefix of the signatures under which the fused-activation shares are cached (one record
@@ -874,9 +877,8 @@ def cupy_backend(device_id: int = 0, **timing: Any) -> ArrayBackend:
     try:
         import cupy
     except ImportError:
-        raise ValueError(
-            "profile: a GPU device needs CuPy (pip install cupy-cuda12x) and a CUDA GPU; "
-            "no CuPy here"
+        raise GpuUnavailableError(
+            "a GPU device needs CuPy (pip install cupy-cuda12x) and a CUDA GPU; no CuPy here"
         ) from None
     try:
         cupy.cuda.Device(device_id).use()
@@ -892,7 +894,7 @@ def cupy_backend(device_id: int = 0, **timing: Any) -> ArrayBackend:
             "protocol": PROTOCOL,
         }
     except Exception as e:  # cupy.cuda.runtime.CUDARuntimeError and friends
-        raise ValueError(f"profile: no usable CUDA GPU for CuPy: {e}") from None
+        raise GpuUnavailableError(f"no usable CUDA GPU for CuPy: {e}") from None
     return ArrayBackend(cupy, CudaEventTimer(cupy), info, **timing)
 
 

@@ -81,20 +81,22 @@ class DevicePreset:
         peak_flops: peak FP32 FLOP/s.
         bandwidth: memory bandwidth in bytes/s.
         launch: per-kernel launch overhead in seconds.
+        title: what the preset models, for labels (``"NVIDIA T4 GPU"``).
     """
 
     name: str
     peak_flops: float
     bandwidth: float
     launch: float
+    title: str = ""
 
 
 #: Built-in presets (see the module docstring for sources).
 PRESETS: dict[str, DevicePreset] = {
-    "t4": DevicePreset("t4", 8.1e12, 320e9, 5e-6),
-    "a100": DevicePreset("a100", 19.5e12, 1555e9, 4e-6),
-    "h100": DevicePreset("h100", 67e12, 3.35e12, 4e-6),
-    "cpu": DevicePreset("cpu", 1.8e11, 18e9, 2e-6),
+    "t4": DevicePreset("t4", 8.1e12, 320e9, 5e-6, "NVIDIA T4 GPU"),
+    "a100": DevicePreset("a100", 19.5e12, 1555e9, 4e-6, "NVIDIA A100 GPU"),
+    "h100": DevicePreset("h100", 67e12, 3.35e12, 4e-6, "NVIDIA H100 GPU"),
+    "cpu": DevicePreset("cpu", 1.8e11, 18e9, 2e-6, "2-core AMD EPYC CPU"),
 }
 
 
@@ -167,8 +169,16 @@ class RooflineCostModel(OpCostModel):
             try:
                 self.preset = PRESETS[device.lower()]
             except KeyError:
+                from tensat_py.options import GPU_ALIASES, suggest
+
+                why = (
+                    " names the GPU at hand, which only the measured cost models (profile, "
+                    "learned) price"
+                    if device.lower() in GPU_ALIASES
+                    else f" is not a preset{suggest(device, PRESETS)}"
+                )
                 raise ValueError(
-                    f"unknown device preset '{device}'; known: {sorted(PRESETS)}"
+                    f"roofline: device '{device}'{why}; roofline presets: {', '.join(PRESETS)}"
                 ) from None
         self.device = self.preset.name
 

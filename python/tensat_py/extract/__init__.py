@@ -9,6 +9,10 @@
 * ``"ilp"``: Tensat's ILP (MLSys'21, section 5.1) with PuLP, warm-started from and never
   worse than the greedy DAG (see :mod:`tensat_py.extract.ilp`).
 
+E-graphs with negative costs (extraction-gym's ``maxsat`` family) go through
+:mod:`tensat_py.extract.signed`: an exact ILP without the simplifications that assume
+non-negative costs, and the greedy extractors on shifted costs (a heuristic answer).
+
 See ``docs/extraction.md``.
 """
 
@@ -154,6 +158,8 @@ def extract(
         raise ValueError(f"unknown extractor {extractor!r} (expected one of {EXTRACTORS})")
     start = time.perf_counter()
     problem.validate()
+    if min(problem.node_cost, default=0.0) < 0:
+        return _extract_signed(problem, extractor, solver, time_limit, beam_width, start)
     if extractor == "greedy":
         choices = greedy_tree(problem)
         return _result(problem, choices, "greedy", start, "greedy tree cost")
@@ -250,6 +256,64 @@ def extract(
     return _result(problem, outcome.choices, status, start, message, **extra)
 
 
+def _extract_signed(
+    problem: ExtractionProblem,
+    extractor: str,
+    solver: str,
+    time_limit: float,
+    beam_width: int,
+    start: float,
+) -> ExtractionResult:
+    """:func:`extract` on an e-graph with negative costs (:mod:`tensat_py.extract.signed`):
+    the greedy extractors on shifted costs, saying that their answer bounds nothing; the
+    ILP through the signed-cost formulation, falling back to greedy DAG without an answer."""
+    from tensat_py.extract.signed import shifted, solve_signed
+
+    if beam_width < 1:
+        raise ValueError(f"beam_width must be at least 1, got {beam_width}")
+    positive, shift = shifted(problem)
+    note = (
+        f"costs include negative values: ran on costs shifted by +{shift:.6g}, so this is a "
+        "heuristic answer and its cost is no bound on the optimum"
+    )
+    if extractor == "greedy":
+        return _result(problem, greedy_tree(positive), "greedy", start, f"greedy tree; {note}")
+    dag = greedy_dag(positive)
+    if extractor == "greedy-dag":
+        return _result(problem, dag, "greedy", start, f"greedy DAG; {note}")
+    if extractor == "beam":
+        beam = beam_dag(positive, beam_width)
+        return _result(problem, beam, "greedy", start, f"beam search, width {beam_width}; {note}")
+    outcome = solve_signed(
+        problem, solver=solver, time_limit=max(1e-6, time_limit - (time.perf_counter() - start))
+    )
+    extra = {"solve_seconds": outcome.seconds}
+    if outcome.choices is None or problem.check_choice(outcome.choices) is not None:
+        why = outcome.message if outcome.choices is None else problem.check_choice(outcome.choices)
+        return _result(
+            problem,
+            dag,
+            "fallback-greedy",
+            start,
+            f"ILP failed: {why}; greedy DAG, {note}",
+            **extra,
+        )
+    cost = problem.dag_cost(outcome.choices)
+    if dag and problem.dag_cost(dag) < cost:
+        return _result(
+            problem,
+            dag,
+            "fallback-greedy",
+            start,
+            f"ILP ({outcome.status}) {cost:.6g} > greedy DAG",
+            **extra,
+        )
+    lower = cost if outcome.status == "optimal" else None
+    return _result(
+        problem, outcome.choices, outcome.status, start, outcome.message, lower_bound=lower, **extra
+    )
+
+
 def _result(
     problem: ExtractionProblem,
     choices: dict[int, int],
@@ -269,7 +333,7 @@ def _result(
     gap = None
     if lower_bound is not None:
         lower_bound = min(lower_bound, cost)
-        gap = (cost - lower_bound) / cost if cost > 0 else 0.0
+        gap = (cost - lower_bound) / abs(cost) if cost != 0 else 0.0
     return ExtractionResult(
         choices=choices,
         cost=cost,

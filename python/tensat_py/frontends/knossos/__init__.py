@@ -163,9 +163,18 @@ class KsOptimizeResult:
         }
 
     def to_json(self) -> dict[str, Any]:
-        """The CLI's ``--json`` object: the usual keys plus ``defs``."""
+        """The CLI's ``--json`` object: the usual keys (costs in RLO's unitless cost
+        units, ``speedup`` predicted by RLO's cost model) plus ``defs``."""
         keys = ("enodes", "eclasses", "iterations", "stop_reason", "explore_seconds")
+        after = self.cost_after
         return {
+            "cost_model": "rlo",
+            "device": "",
+            "unit": "RLO cost units",
+            "speedup": self.cost_before / after if after > 0 else 1.0,
+            "speedup_kind": "predicted",
+            "speedup_basis": "rlo cost model (knossos-ksc RLO costs), no device",
+            "measured": None,
             "cost_before": self.cost_before,
             "cost_after": self.cost_after,
             "extraction_status": "greedy",

@@ -89,6 +89,7 @@ from tensat_py.frontends.onnx.common import (
 from tensat_py.frontends.onnx.payload import OnnxOpaque, outer_inputs, subgraphs
 from tensat_py.frontends.onnx.regions import KeyTable, SourceNode, record, structural_keys
 from tensat_py.graph import Graph, GraphError, TensorType
+from tensat_py.options import spell
 
 __all__ = [
     "Unsupported",
@@ -98,7 +99,13 @@ __all__ = [
     "opaque_ops",
     "opaque_reasons",
     "fold_shapes",
+    "FIXED_DIMS",
 ]
+
+#: ``graph.meta`` key of the symbolic input dimensions that ``input_shapes`` fixed:
+#: ``{"x[0]": "N=8"}`` (input ``x``, dimension 0, named ``N`` in the model, now 8). The
+#: written model carries the static sizes; ``tensat optimize`` says so.
+FIXED_DIMS = "fixed_dims"
 
 _BAD_LEAF_CHARS = set(" \t\n()@;:\"'[],")
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -642,7 +649,7 @@ class Importer:
             if shape is None:
                 raise OnnxError(
                     f"{self.where}: shape inference gives no static shape for '{o}' (output "
-                    f"of {key} node '{node.name}'); pass input_shapes={{...}} to fix "
+                    f"of {key} node '{node.name}'); pass {spell('input_shapes')} to fix "
                     "symbolic input dimensions"
                 )
             payload = OnnxOpaque(
@@ -687,7 +694,7 @@ class Importer:
             if shape is None:
                 raise OnnxError(
                     f"{self.where}: input '{vi.name}' has no static shape; pass "
-                    "input_shapes={...}"
+                    f"{spell('input_shapes')}"
                 )
             if any(d < 1 for d in shape):
                 raise OnnxError(
@@ -778,10 +785,17 @@ def load(
         where = str(source)
         if not Path(source).is_file():
             raise FileNotFoundError(f"{where}: no such file")
+        if Path(source).stat().st_size == 0:
+            raise OnnxError(f"{where}: the file is empty, not an ONNX model")
         try:
             model = onnx.load(str(source))
         except Exception as e:
             raise OnnxError(f"{where}: not a readable ONNX model ({e})") from None
+    if model.ir_version == 0 or not model.HasField("graph"):
+        raise OnnxError(
+            f"{where}: not an ONNX model (no IR version or no graph: "
+            "a protobuf message of another kind, or not a model file)"
+        )
     original = model
     opset = _default_opset_of(model.opset_import)
     if opset < MIN_OPSET:
@@ -793,6 +807,7 @@ def load(
             raise OnnxError(
                 f"{where}: opset {opset} is older than {MIN_OPSET} and could not be converted ({e})"
             ) from None
+    fixed: dict[str, str] = {}
     if input_shapes:
         if model is original:
             model = onnx.ModelProto()
@@ -806,6 +821,7 @@ def load(
         for vi in model.graph.input:
             if vi.name in input_shapes:
                 tt = vi.type.tensor_type
+                fixed.update(_fixed_dims(vi, input_shapes[vi.name]))
                 tt.shape.Clear()
                 for d in input_shapes[vi.name]:
                     tt.shape.dim.add().dim_value = int(d)
@@ -816,7 +832,22 @@ def load(
         raise OnnxError(f"{where}: ONNX shape inference failed: {e}") from None
     graph = Importer(model, where, importers).run()
     graph.meta["onnx"].original = original
+    if fixed:
+        graph.meta[FIXED_DIMS] = fixed
     return graph
+
+
+def _fixed_dims(vi: onnx.ValueInfoProto, dims: Sequence[int]) -> dict[str, str]:
+    """``{"x[0]": "N=8"}``: the dimensions of input ``vi`` that were symbolic (or unknown)
+    in the model and that ``dims`` (its ``input_shapes`` entry) fixes."""
+    out = {}
+    given = vi.type.tensor_type.shape.dim if vi.type.tensor_type.HasField("shape") else []
+    for k, d in enumerate(dims):
+        old = given[k] if k < len(given) else None
+        if old is None or not old.HasField("dim_value"):
+            name = old.dim_param if old is not None and old.dim_param else "?"
+            out[f"{vi.name}[{k}]"] = f"{name}={int(d)}"
+    return out
 
 
 def fold_shapes(model: onnx.ModelProto, where: str = "model") -> onnx.ModelProto:
