@@ -140,7 +140,7 @@ def test_iteration_limit_is_reported() -> None:
 
 
 def test_time_limit_is_reported_and_ilp_falls_back() -> None:
-    res = tensat_py.optimize(_two_matmuls(), time_limit=1e-6)
+    res = tensat_py.optimize(_two_matmuls(), time_limit=1e-6, solver="cbc")
     assert res.stats["stop_reason"] == "time_limit"
     # The ILP had no time either: the greedy answer stands and the status says so.
     assert res.candidate_status == "fallback-greedy"  # the extractor's own answer
@@ -154,7 +154,7 @@ def test_missing_solver_falls_back_to_greedy(monkeypatch: pytest.MonkeyPatch, er
         raise error
 
     monkeypatch.setattr(pulp.LpProblem, "solve", broken)
-    res = tensat_py.optimize(_two_matmuls(), extractor="ilp")
+    res = tensat_py.optimize(_two_matmuls(), extractor="ilp", solver="cbc")
     assert res.candidate_status == "fallback-greedy"  # the extractor's own answer
     assert "solver cbc failed" in res.stats["extraction_message"]
     assert res.verify is not None and res.verify.passed
@@ -166,7 +166,9 @@ def test_solver_failure_via_cli_is_not_a_traceback(monkeypatch: pytest.MonkeyPat
         raise pulp.PulpSolverError("cbc: not found")
 
     monkeypatch.setattr(pulp.LpProblem, "solve", broken)
-    res = CliRunner().invoke(main, ["optimize", "nasrnn", "--json", "--node-limit", "3000"])
+    res = CliRunner().invoke(
+        main, ["optimize", "nasrnn", "--json", "--node-limit", "3000", "--solver", "cbc"]
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["extraction_status"].startswith("fallback")
 

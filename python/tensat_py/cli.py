@@ -68,7 +68,10 @@ _EXTRACTOR_OPTION = click.option(
     "worse than greedy-dag). See docs/extraction.md.",
 )
 _SOLVER_OPTION = click.option(
-    "--solver", default="cbc", show_default=True, help=f"ILP solver: {_known(options.SOLVERS)}."
+    "--solver",
+    default="highs",
+    show_default=True,
+    help="ILP solver: highs (HiGHS through highspy) or cbc (CBC through PuLP, as in the paper).",
 )
 
 

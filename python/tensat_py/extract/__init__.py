@@ -97,7 +97,7 @@ def extract(
     problem: ExtractionProblem,
     *,
     extractor: str = "ilp",
-    solver: str = "cbc",
+    solver: str = "highs",
     time_limit: float = 60.0,
     cycle_constraints: str | None = None,
     order_vars: str = "real",
@@ -113,7 +113,7 @@ def extract(
     Args:
         problem: the e-graph.
         extractor: ``"greedy"``, ``"greedy-dag"``, ``"beam"`` or ``"ilp"``.
-        solver: ILP solver, ``"cbc"`` or ``"highs"``.
+        solver: ILP solver, ``"highs"`` (default) or ``"cbc"``.
         time_limit: wall-clock budget of the ILP extraction in seconds: the greedy start,
             the bounds, simplification, every solver call and reading the answer back
             together (:data:`FINISH_SECONDS_PER_NODE` per e-node is kept for the last).

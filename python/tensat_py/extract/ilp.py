@@ -1,4 +1,4 @@
-"""ILP extraction (Tensat, MLSys'21, section 5.1) with PuLP: CBC by default, HiGHS optional.
+"""ILP extraction (Tensat, MLSys'21, section 5.1): HiGHS (highspy, the default) or CBC through PuLP.
 
 Formulation over the pruned e-graph (see :func:`prune`): a binary ``x_i`` per node;
 
@@ -314,7 +314,7 @@ def _choose(
 def solve_ilp(
     problem: ExtractionProblem,
     *,
-    solver: str = "cbc",
+    solver: str = "highs",
     time_limit: float = 60.0,
     cycle_constraints: str = "lazy",
     order_vars: str = "real",

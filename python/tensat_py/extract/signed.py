@@ -75,7 +75,7 @@ def shifted(problem: ExtractionProblem) -> tuple[ExtractionProblem, float]:
 
 
 def solve_signed(
-    problem: ExtractionProblem, *, solver: str = "cbc", time_limit: float = 60.0
+    problem: ExtractionProblem, *, solver: str = "highs", time_limit: float = 60.0
 ) -> SignedOutcome:
     """The cheapest acyclic extraction of ``problem`` under costs of any sign (see the
     module docstring for the formulation).

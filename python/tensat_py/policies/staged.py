@@ -207,7 +207,7 @@ def refine(
     policy: Any,
     *,
     extractor: str = "ilp",
-    solver: str = "cbc",
+    solver: str = "highs",
     time_limit: float = 60.0,
     program_cost: float | None = None,
 ) -> Refinement:
