@@ -8,11 +8,12 @@ no dtype in the language, so an operator reading or writing one becomes opaque.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from tensat_py.ops.tensor import ONNX_DTYPES
 
@@ -29,6 +30,11 @@ __all__ = [
     "dtype_of_array",
     "elem_name",
     "runnable_ir_version",
+    "SPLAT_BYTES",
+    "SplatConstant",
+    "splat_value",
+    "broadcast_base",
+    "constant_of_shape_allows",
 ]
 
 #: Oldest default-domain opset read without conversion (older models are converted).
@@ -107,15 +113,24 @@ _FUNCTIONS_IR = 8
 
 
 def runnable_ir_version(model: onnx.ModelProto) -> int:
-    """The IR version to run ``model`` under: the lowest that its opset imports need
-    (``onnx.helper.find_min_ir_version_for``; 8 when it has local functions), never above
-    its own.
+    """The IR version to run and write ``model`` under: the lowest that its opset imports
+    need (``onnx.helper.find_min_ir_version_for``; 8 when it has local functions).
 
-    onnxruntime refuses models whose IR version is newer than it knows ("Unsupported model
-    IR version: 14, max supported IR version: 13") even when they use nothing of that IR;
-    the exporter writes, and opaque payloads and shape folding run, models under this
-    version instead. A model that uses a newer IR's features (new element types) fails
-    ``onnx.checker`` under it: the exporter then keeps the model's own version.
+    Lowered from the model's own: onnxruntime refuses models whose IR version is newer than
+    it knows ("Unsupported model IR version: 14, max supported IR version: 13") even when
+    they use nothing of that IR; the exporter writes, and opaque payloads and shape folding
+    run, models under this version instead. A model that uses a newer IR's features (new
+    element types) fails ``onnx.checker`` under it: the exporter then keeps the model's own
+    version.
+
+    Raised from the model's own when that is older than its opsets allow: a model of IR 3
+    (the classic model zoo: IR 3, opset 9) converted to opset 13 by the importer is run and
+    written under IR 7, the IR version opset 13 was released with. From IR 4 on an
+    initializer need not be a graph input (ONNX IR spec,
+    https://onnx.ai/onnx/repo-docs/IR.html: before IR 4 "initializers ... must also be
+    graph inputs"), which is how the importer reads an initializer (a constant), and how
+    the exporter writes one; an initializer that is also a graph input means the same
+    under both (an input with a default value).
     """
     own = int(model.ir_version)
     try:
@@ -124,4 +139,164 @@ def runnable_ir_version(model: onnx.ModelProto) -> int:
         return own
     if len(model.functions):
         need = max(need, _FUNCTIONS_IR)
-    return min(own, need) if own else need
+    return need
+
+
+#: A constant of more than this many bytes whose elements are all equal is held as a
+#: :class:`SplatConstant` by the importer and written as ``ConstantOfShape`` by the
+#: exporter (the node and its shape initializer take about this much).
+SPLAT_BYTES = 64
+
+#: ``ConstantOfShape``'s ``value`` element types before opset 20 (opset 20 adds bfloat16
+#: and the float8 types); https://onnx.ai/onnx/operators/onnx__ConstantOfShape.html.
+_COS_ELEMS_9 = frozenset(
+    {
+        TensorProto.FLOAT16,
+        TensorProto.FLOAT,
+        TensorProto.DOUBLE,
+        TensorProto.INT8,
+        TensorProto.INT16,
+        TensorProto.INT32,
+        TensorProto.INT64,
+        TensorProto.UINT8,
+        TensorProto.UINT16,
+        TensorProto.UINT32,
+        TensorProto.UINT64,
+        TensorProto.BOOL,
+    }
+)
+
+
+def constant_of_shape_allows(elem: int, opset: int) -> bool:
+    """Whether ``ConstantOfShape`` at default-domain ``opset`` can produce element type
+    ``elem`` (ONNX operator spec: opset 9 the float, integer and bool types, opset 20 adds
+    ``BFLOAT16``)."""
+    if opset < 9:
+        return False
+    return int(elem) in _COS_ELEMS_9 or (opset >= 20 and int(elem) == TensorProto.BFLOAT16)
+
+
+def splat_value(array: Any, min_bytes: int = SPLAT_BYTES) -> np.ndarray | None:
+    """The one value of ``array`` as a 1-element array of its dtype when every element has
+    the same bits (``-0.0`` and ``0.0`` differ, equal NaNs are equal) and the array holds
+    more than ``min_bytes`` bytes; else None.
+
+    A broadcast view (``np.broadcast_to``: every stride 0) answers at once; another array
+    is compared element by element after a few samples (a real weight fails at the
+    first), so the cost is one pass over a splat, almost none over anything else.
+    """
+    a = np.asarray(array)
+    if a.size == 0 or a.nbytes <= min_bytes or a.dtype.hasobject:
+        return None
+    if all(s == 0 for s in a.strides):
+        return a.reshape(-1)[:1].copy()
+    bits = _bits(a)
+    if bits is None:
+        return None
+    bits = bits.reshape(-1)
+    first = bits[0]
+    for k in (bits.size - 1, bits.size // 2, bits.size // 3, 1):
+        if bits[k] != first:
+            return None
+    if not bool(np.all(bits == first)):
+        return None
+    return np.ascontiguousarray(a).reshape(-1)[:1].copy()
+
+
+def _bits(a: np.ndarray) -> np.ndarray | None:
+    """``a`` viewed as unsigned integers of its item size (bitwise comparison), or None."""
+    size = a.dtype.itemsize
+    if size not in (1, 2, 4, 8) or a.dtype.hasobject:
+        return None
+    return np.ascontiguousarray(a).view(f"u{size}")
+
+
+def broadcast_base(array: Any, min_bytes: int = SPLAT_BYTES) -> np.ndarray | None:
+    """The smallest array ``b`` of ``array``'s rank and dtype, each axis either
+    ``array``'s or 1, with ``np.broadcast_to(b, array.shape)`` equal to ``array`` bit for
+    bit, when it is smaller than ``array`` (an axis along which ``array`` does not vary:
+    the weight of a convolution folded from a constant one and a per-channel scale is
+    constant along all but its first axis); None when there is no such axis or
+    ``array`` holds at most ``min_bytes`` bytes.
+
+    Each axis is sampled at a few positions before it is compared in full, so an array
+    that varies along every axis costs almost nothing.
+    """
+    a = np.asarray(array)
+    if a.size == 0 or a.ndim == 0 or a.nbytes <= min_bytes:
+        return None
+    # axes that are broadcast already (stride 0) cost nothing to drop
+    pairs = zip(a.strides, a.shape, strict=True)
+    bits = _bits(a[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for st, n in pairs)])
+    if bits is None:
+        return None
+    for d in range(bits.ndim):
+        if bits.shape[d] == 1:
+            continue
+        first = bits.take([0], axis=d)
+        flat = np.linspace(0, bits.size - 1, num=min(bits.size, 9), dtype=np.int64)
+        idx = np.unravel_index(flat, bits.shape)
+        at0 = tuple(np.zeros_like(i) if k == d else i for k, i in enumerate(idx))
+        if not np.array_equal(bits[idx], bits[at0]):
+            continue
+        if np.array_equal(bits, np.broadcast_to(first, bits.shape)):
+            bits = first
+    if bits.size == a.size:
+        return None
+    return np.ascontiguousarray(bits).view(a.dtype)
+
+
+@dataclass(eq=False)
+class SplatConstant:
+    """A constant all of whose elements are equal, held compactly: the ``ConstantOfShape``
+    node that computes it (the source model's own where it had one) and the initializer
+    of that node's shape input.
+
+    The importer makes one per ``ConstantOfShape`` weight of the model (and per
+    initializer whose values are all equal); the graph has a ``weight`` for it, whose
+    value is :meth:`array` (a broadcast view: one element in memory), and the exporter
+    writes the node and its shape back instead of a full tensor.
+
+    Attributes:
+        node: the ``ConstantOfShape`` node; ``node.output[0]`` is the constant's name,
+            ``node.input[0]`` its shape's.
+        shape: the shape initializer (int64, rank 1), named ``node.input[0]``.
+        value: the value, a 1-element array of the constant's dtype.
+    """
+
+    node: onnx.NodeProto
+    shape: TensorProto
+    value: np.ndarray
+
+    @property
+    def name(self) -> str:
+        """The constant's value name (the node's output)."""
+        return str(self.node.output[0])
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """The constant's shape."""
+        return tuple(int(d) for d in numpy_helper.to_array(self.shape).reshape(-1))
+
+    @property
+    def elem(self) -> int:
+        """The constant's ONNX element type."""
+        return int(helper.np_dtype_to_tensor_dtype(self.value.dtype))
+
+    def __repr__(self) -> str:
+        return f"SplatConstant({self.name!r}, {self.dims}, value={self.value[0]!r})"
+
+    def array(self) -> np.ndarray:
+        """The constant as a read-only broadcast view of :attr:`value` (shape :attr:`dims`)."""
+        return np.broadcast_to(self.value.reshape(()), self.dims)
+
+    @classmethod
+    def make(cls, name: str, value: np.ndarray, dims: tuple[int, ...], shape_name: str):
+        """A new ``ConstantOfShape`` node ``name`` of ``value`` (1 element) and shape
+        ``dims``, reading the shape initializer ``shape_name``."""
+        v = np.asarray(value).reshape(1)
+        shape = numpy_helper.from_array(np.asarray(dims, dtype=np.int64), shape_name)
+        node = helper.make_node(
+            "ConstantOfShape", [shape_name], [name], value=numpy_helper.from_array(v)
+        )
+        return cls(node=node, shape=shape, value=v.copy())

@@ -16,8 +16,17 @@ goes through the export-time fusions of :mod:`.peephole` (``Pad`` + ``Conv``, fl
 
 The model has the original inputs and outputs (names, element types, the static shapes
 the graph was loaded with), the source model's opset imports and local functions, its IR
-version lowered to the lowest its opsets need (:func:`~.common.runnable_ir_version`, so
-that onnxruntime reads a model saved under a newer IR version than it knows), every
+version set to the lowest its opsets need (:func:`~.common.runnable_ir_version`): lowered,
+so that onnxruntime reads a model saved under a newer IR version than it knows; raised
+where the source model's is older than its opsets allow. A model of IR version < 4 (the
+classic model zoo: IR 3, opset 9) is converted to opset 13 on import and written under
+IR 7, the IR version of opset 13: from IR 4 on initializers need not be graph inputs (ONNX
+IR spec, https://onnx.ai/onnx/repo-docs/IR.html: before IR 4 "initializers ... must also
+be graph inputs"), and that is how the importer read them: constants, not inputs. Listing
+them as inputs under IR 3 instead would make them inputs with default values, which
+onnxruntime does not constant-fold (no Conv + BatchNormalization fusion). A model that
+stays below IR 4 (the source model of an opset 7 or 8 input, written as it was) lists
+every initializer as an input. The model holds every
 initializer the program still reads, the opaque nodes as they were (their
 ``NodeProto``\\ s, sub-graphs included), and for each language operator the nodes its
 :attr:`tensat_py.ops.OpDef.to_onnx` emits through the :class:`Writer` (``w`` below); there is
@@ -26,6 +35,17 @@ concatenated weights of merged matmuls) are computed at export with the operator
 NumPy semantics (:attr:`~tensat_py.ops.OpDef.evaluate`) and stored as initializers named
 ``tensat_const_<k>`` (or the graph output's name); weights keep their dtypes. The model
 passes ``onnx.checker.check_model(model, full_check=True)``.
+
+Compact constants stay compact: a weight that was ``ConstantOfShape(shape, value)`` in the
+source model (:attr:`~.importer.OnnxSource.splats`) is written as that node and its shape,
+and any other constant of more than :data:`~.common.SPLAT_BYTES` bytes whose elements are
+all equal (a folded constant, a weight given in ``weights=``, an initializer the source
+held in full, ``w.const``) as a new ``ConstantOfShape``: never as a full tensor, so the
+written model is no larger than the source model for them. A folded constant that is
+constant along some axes (a convolution weight folded from a constant one and a
+per-channel scale) is written as ``Expand`` of the smaller tensor
+(:meth:`Writer.add_initializer`). onnxruntime folds both forms back into initializers when
+it loads the model.
 
 Names: ``w.alias`` renames instead of emitting ``Identity``; a graph output takes its
 original name by renaming the value that computes it, so an ``Identity`` remains only
@@ -81,8 +101,11 @@ from tensat_py.frontends.onnx.common import (
     DEFAULT_IR_VERSION,
     DEFAULT_OPSET,
     OnnxError,
+    broadcast_base,
+    constant_of_shape_allows,
     elem_of_dtype,
     runnable_ir_version,
+    splat_value,
 )
 from tensat_py.frontends.onnx.importer import OnnxSource, _default_opset_of
 from tensat_py.frontends.onnx.payload import OnnxOpaque, rename_values
@@ -137,6 +160,8 @@ class Writer:
         self._shared: dict[tuple, str] = {}
         self._once: set[Any] = set()
         self._counter = 0
+        #: initializers written as ``ConstantOfShape`` (:meth:`add_initializer`)
+        self.compact: set[str] = set()
 
     # ------------------------------------------------------------------ the API
     def emit(
@@ -215,15 +240,51 @@ class Writer:
     def add_initializer(self, name: str, value: np.ndarray | TensorProto) -> None:
         """Adds initializer ``name`` holding ``value`` (an array or a ``TensorProto``, copied
         and renamed); a second one of the same name is ignored (opaque payloads add the
-        source model's initializers under their own names)."""
-        if name in self.initializers:
+        source model's initializers under their own names).
+
+        Compact forms, for an array of more than :data:`~.common.SPLAT_BYTES` bytes (the
+        value is the same bit for bit, the file smaller):
+
+        * all elements equal (:func:`~.common.splat_value`): ``ConstantOfShape(shape,
+          value=[v])`` producing ``name`` (ONNX operator spec,
+          https://onnx.ai/onnx/operators/onnx__ConstantOfShape.html; where the opset's
+          ``ConstantOfShape`` has the element type), the shape an int64 initializer;
+        * constant along some axes (:func:`~.common.broadcast_base` at most half its
+          size): ``Expand(base, shape)`` (https://onnx.ai/onnx/operators/onnx__Expand.html),
+          the base an initializer (a folded convolution weight: one value per channel).
+
+        A ``TensorProto`` is written as given.
+        """
+        if name in self.initializers or name in self.compact:
             return
         if isinstance(value, TensorProto):
             t = TensorProto()
             t.CopyFrom(value)
             t.name = name
         else:
-            t = numpy_helper.from_array(np.asarray(value), name)
+            a = np.asarray(value)
+            v = splat_value(a)
+            elem = helper.np_dtype_to_tensor_dtype(a.dtype) if v is not None else 0
+            if v is not None and constant_of_shape_allows(elem, self.opset):
+                self.reserved.add(name)
+                self.compact.add(name)
+                shape = self.const(np.asarray(a.shape, dtype=np.int64), "shape")
+                self.emit("ConstantOfShape", [shape], [name], value=numpy_helper.from_array(v))
+                return
+            # a splat ConstantOfShape cannot make (bfloat16 before opset 20): Expand it
+            base = v.reshape((1,) * a.ndim) if v is not None else broadcast_base(a)
+            if (
+                base is not None
+                and 2 * base.nbytes <= a.nbytes
+                and (self.opset >= 13 or (self.opset >= 8 and a.dtype.name != "bfloat16"))
+            ):
+                self.reserved.add(name)
+                self.compact.add(name)
+                small = self.const(base, "base")
+                shape = self.const(np.asarray(a.shape, dtype=np.int64), "shape")
+                self.emit("Expand", [small, shape], [name])
+                return
+            t = numpy_helper.from_array(np.ascontiguousarray(a), name)
         self.reserved.add(name)
         self.initializers[name] = t
 
@@ -316,6 +377,8 @@ class _Exporter:
             raise OnnxError(f"no value for weight '{node.name}' {node.shape}; pass weights=")
         if tuple(a.shape) != node.shape:
             raise OnnxError(f"weight '{node.name}': value of shape {a.shape}, node {node.shape}")
+        if a.size and all(st == 0 for st in a.strides):  # a splat: kept one element big
+            return np.broadcast_to(a.reshape(-1)[:1].astype(dt).reshape(()), a.shape)
         return np.ascontiguousarray(a.astype(dt, copy=False))
 
     def constants(self, needed: set[int]) -> dict[int, np.ndarray]:
@@ -461,7 +524,7 @@ class _Exporter:
                 if (
                     node.name not in self.weights
                     and self.src is not None
-                    and name in self.src.initializers
+                    and (name in self.src.initializers or name in self.src.splats)
                 ):
                     self.names[nid] = self.source_constant(name)
                 else:
@@ -472,10 +535,11 @@ class _Exporter:
 
     def source_constant(self, name: str) -> str:
         """Writes the source model's constant ``name`` once and returns the name to read it
-        by: its ``Constant`` node where it had one, else its initializer (a weight
-        override in ``weights=`` wins); an initializer equal to one written already (the
-        shape folding before import copies a shared weight once per ``Identity``) is read
-        from that one instead."""
+        by: its ``Constant`` node where it had one, its ``ConstantOfShape`` node (and
+        shape) for a splat constant (:attr:`~.importer.OnnxSource.splats`), else its
+        initializer (a weight override in ``weights=`` wins); an initializer equal to one
+        written already (the shape folding before import copies a shared weight once per
+        ``Identity``) is read from that one instead."""
         w, src = self.w, self.src
         assert src is not None
         if name in self.canonical:
@@ -488,6 +552,13 @@ class _Exporter:
             node.CopyFrom(src.constant_nodes[name])
             w.append(node)
             self.original.add(id(node))
+        elif name in src.splats:  # its ConstantOfShape node and shape, never a full tensor
+            sp = src.splats[name]
+            w.add_initializer(sp.shape.name, sp.shape)
+            node = onnx.NodeProto()
+            node.CopyFrom(sp.node)
+            if w.append(node):
+                self.original.add(id(node))
         else:
             t = src.initializers[name]
             digest = _content_key(t)
@@ -733,17 +804,32 @@ def _passes_checker(model: onnx.ModelProto) -> bool:
 
 
 def _lowered(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model``, set in place to the lowest IR version its opsets need (onnxruntime
-    refuses newer ones it does not know; :func:`~.common.runnable_ir_version`) unless the
-    checker says it uses a newer IR's features."""
-    own, lowest = model.ir_version, runnable_ir_version(model)
-    if lowest < own:
-        model.ir_version = lowest
+    """``model``, set in place to the lowest IR version its opsets need
+    (:func:`~.common.runnable_ir_version`) unless the checker rejects it there: lowered
+    from a newer one (onnxruntime refuses IR versions it does not know; a model that uses
+    a newer IR's features keeps its own), raised from an older one (an IR 3 model the
+    importer converted to opset 13 is written under IR 7, where initializers need not be
+    graph inputs). A model left below IR 4 (ONNX IR spec: "initializers ... must also be
+    graph inputs") gets every initializer it does not list as an input listed, with its
+    type and shape."""
+    own, want = model.ir_version, runnable_ir_version(model)
+    if want != own:
+        model.ir_version = want
         try:
             onnx.checker.check_model(model)
         except Exception:  # the checker's ValidationError (and friends): keep the own one
             model.ir_version = own
+    if model.ir_version < _INITIALIZERS_NOT_INPUTS_IR:
+        listed = {i.name for i in model.graph.input}
+        for t in model.graph.initializer:
+            if t.name not in listed:
+                vi = helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                model.graph.input.append(vi)
     return model
+
+
+#: The first IR version whose initializers need not be graph inputs (ONNX IR spec).
+_INITIALIZERS_NOT_INPUTS_IR = 4
 
 
 def save(

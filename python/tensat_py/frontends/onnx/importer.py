@@ -1,6 +1,7 @@
 """ONNX in: :func:`load` a model into a :class:`~tensat_py.graph.Graph`.
 
-Loading (opset 13 and newer; older models are converted with ONNX's version converter)
+Loading (opset 13 and newer; older models, opset 7 to 12, are converted to 13 with ONNX's
+version converter, ``onnx.version_converter.convert_version``)
 runs ONNX shape inference (``onnx.shape_inference.infer_shapes`` with data propagation),
 so every value must get a static shape: pass ``input_shapes={"x": (1, 3, 224, 224)}`` to
 fix symbolic input dimensions. Graph inputs become ``input`` nodes; each ONNX node is
@@ -23,10 +24,22 @@ importer reading a constant gets a ``weight`` node (its value kept, dtype unchan
 rank-0 constant the operator :func:`tensat_py.ops.tensor.rank0_constant` names
 (``scalar``), and can read the value with ``imp.const_value``.
 
+Compact constants: a ``ConstantOfShape`` of a constant shape whose value is more than
+:data:`~.common.SPLAT_BYTES` bytes (the classic model zoo's weights) is taken out of the
+model before folding (:func:`hold_splats`), and an initializer of more than that many
+bytes whose elements are all equal is recognised: both become a
+:class:`~.common.SplatConstant` (``OnnxSource.splats``). The graph has a ``weight`` for
+each, like any initializer (the cost models and rules see a constant), whose value is a
+broadcast view (one element in memory), and the exporter writes it as ``ConstantOfShape``
+again, never as a full tensor.
+
 IR versions: onnxruntime reads models up to some IR version (13 for 1.2x); a model saved
-with a newer one (``onnx`` 1.18+ writes 14 by default) is folded and evaluated under
+with a newer one (``onnx`` 1.18+ writes 14 by default), or with one older than its opsets
+allow (IR 3 converted to opset 13), is folded and evaluated under
 :func:`~.common.runnable_ir_version`, the lowest IR version its opsets need; the graph
-keeps the model's own IR version for export.
+keeps the model's own IR version, and the exporter writes that same lowest one. An
+initializer an IR 3 model lists as a graph input (IR 3 requires it) is a constant here, as
+it is in any IR version.
 
 Opaque nodes: a node becomes ``opaque`` only when no importer is registered for its type,
 when its importer raised ``imp.Unsupported(reason)``, or when it returned without
@@ -78,13 +91,17 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tensat_py.frontends.onnx.common import (
     MIN_OPSET,
+    SPLAT_BYTES,
     OnnxError,
     OnnxImportError,
+    SplatConstant,
+    constant_of_shape_allows,
     dtype_of_array,
     dtype_of_elem,
     elem_name,
     elem_of_dtype,
     runnable_ir_version,
+    splat_value,
 )
 from tensat_py.frontends.onnx.payload import OnnxOpaque, outer_inputs, subgraphs
 from tensat_py.frontends.onnx.regions import KeyTable, SourceNode, record, structural_keys
@@ -99,6 +116,7 @@ __all__ = [
     "opaque_ops",
     "opaque_reasons",
     "fold_shapes",
+    "hold_splats",
     "FIXED_DIMS",
 ]
 
@@ -113,6 +131,7 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 #: elimination only; its fusions would do the optimiser's work outside the e-graph.
 _SLIM_SKIP = ["graph_fusion", "subexpression_elimination", "weight_tying"]
 #: Largest folded constant (bytes): larger weight-only values stay computed in the model.
+#: (``ConstantOfShape`` weights never reach the folding: :func:`hold_splats`.)
 _SLIM_SIZE_THRESHOLD = 1 << 24
 
 
@@ -146,6 +165,10 @@ class OnnxSource:
             keys of the values it reads and writes (:class:`~.regions.SourceNode`).
         constant_nodes: the ``Constant`` nodes whose values became initializers, by output
             name (written back as they were).
+        splats: the constants all of whose elements are equal (the model's
+            ``ConstantOfShape`` weights, initializers of one repeated value), by ONNX name:
+            not in :attr:`initializers`; their weights' values are broadcast views and the
+            exporter writes them as ``ConstantOfShape`` (:class:`~.common.SplatConstant`).
         graph_name, producer_name, producer_version: the model's (written back).
         original: the model as :func:`load` was given it (before ``input_shapes`` and
             shape folding), written back as it is when the program is unchanged.
@@ -165,6 +188,7 @@ class OnnxSource:
     key_table: KeyTable = field(default_factory=dict, repr=False)
     source_nodes: tuple[SourceNode, ...] = field(default=(), repr=False)
     constant_nodes: dict[str, onnx.NodeProto] = field(default_factory=dict, repr=False)
+    splats: dict[str, SplatConstant] = field(default_factory=dict, repr=False)
     graph_name: str = ""
     producer_name: str = ""
     producer_version: str = ""
@@ -184,12 +208,15 @@ class OnnxSource:
         return self._arrays[onnx_name]
 
     def weight_value(self, name: str) -> np.ndarray | None:
-        """The value of graph weight ``name``, or None when the model does not hold it."""
+        """The value of graph weight ``name``, or None when the model does not hold it (a
+        read-only broadcast view for a splat constant: one element in memory)."""
         if name in self.arrays:
             return self.arrays[name]
         onnx_name = self.leaf_names.get(name, name)
         if onnx_name in self.initializers:
             return self.array(onnx_name)
+        if onnx_name in self.splats:
+            return self.splats[onnx_name].array()
         return None
 
     def weight_values(self, graph: Graph) -> dict[str, np.ndarray]:
@@ -294,6 +321,29 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     return None
 
 
+#: A constant of up to this many elements is never held as a splat: it may be a shape
+#: that ONNX shape inference and onnxslim read (``Reshape``, ``Expand``...).
+_SPLAT_MIN_ELEMENTS = 16
+
+
+def _tensor_splat(t: TensorProto) -> np.ndarray | None:
+    """The one value (a 1-element array) of initializer ``t`` when all its elements are
+    equal and it holds more than :data:`~.common.SPLAT_BYTES` bytes and
+    ``_SPLAT_MIN_ELEMENTS`` elements; else None. Raw data is read in place (no copy); a
+    tensor stored outside the model, or of an element type without a dtype, is None."""
+    if t.data_location == TensorProto.EXTERNAL or dtype_of_elem(t.data_type) is None:
+        return None
+    n = int(np.prod([int(d) for d in t.dims], dtype=np.int64)) if len(t.dims) else 1
+    if n <= _SPLAT_MIN_ELEMENTS:
+        return None
+    np_dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+    if n * np_dtype.itemsize <= SPLAT_BYTES:
+        return None
+    if t.HasField("raw_data") and np_dtype.isnative and len(t.raw_data) == n * np_dtype.itemsize:
+        return splat_value(np.frombuffer(t.raw_data, dtype=np_dtype))
+    return splat_value(numpy_helper.to_array(t))
+
+
 @dataclass
 class _Pending:
     """A value of an element type the language has no dtype for, produced by an opaque
@@ -316,6 +366,10 @@ class Importer:
         where: the model file (or ``"model"``), for messages.
         importers: ONNX op type -> importer; defaults to
             :func:`tensat_py.ops.onnx_importers`.
+        splats: the constants :func:`hold_splats` took out of the model (graph inputs of
+            ``model`` now), by name; they are constants, not inputs. Initializers of more
+            than :data:`~.common.SPLAT_BYTES` bytes (and 16 elements) whose values are all
+            equal join them.
     """
 
     Unsupported = Unsupported
@@ -325,6 +379,7 @@ class Importer:
         model: onnx.ModelProto,
         where: str = "model",
         importers: Mapping[str, Callable[..., Any]] | None = None,
+        splats: Mapping[str, SplatConstant] | None = None,
     ) -> None:
         if importers is None:
             from tensat_py import ops
@@ -355,6 +410,9 @@ class Importer:
             self.types[vi.name] = _static_type(vi)
         for name, t in self.inits.items():
             self.types[name] = (int(t.data_type), tuple(int(d) for d in t.dims))
+        self.splats: dict[str, SplatConstant] = dict(splats or {})
+        for name, sp in self.splats.items():
+            self.types[name] = (sp.elem, sp.dims)
         self.consumers: dict[str, int] = {}
         for n in self.nodes:
             for i in [*n.input, *outer_inputs(n)]:
@@ -365,6 +423,21 @@ class Importer:
         names: set[str] = set()
         _all_names(gr, names)
         names.update(self.inits)
+        for sp in self.splats.values():
+            names.update((sp.name, sp.shape.name))
+        for name, t in list(self.inits.items()):
+            if name in self.constant_nodes or name not in self.consumers:
+                continue
+            v = _tensor_splat(t)
+            if v is None or not constant_of_shape_allows(t.data_type, self.opset):
+                continue
+            shape_name, k = f"{name}__shape", 1
+            while shape_name in names:
+                shape_name, k = f"{name}__shape_{k}", k + 1
+            names.add(shape_name)
+            dims = tuple(int(d) for d in t.dims)
+            self.splats[name] = SplatConstant.make(name, v, dims, shape_name)
+            del self.inits[name]
         self.model_names = names
         self.env: dict[str, int] = {}  # ONNX value -> graph node id
         self.pending: dict[str, _Pending] = {}
@@ -399,10 +472,14 @@ class Importer:
         """The value of input ``i`` when it is a constant (initializer, ``Constant``
         node, folded shape sub-graph), else None."""
         name = node.input[i] if 0 <= i < len(node.input) else ""
-        if not name or name not in self.inits:
+        if not name or (name not in self.inits and name not in self.splats):
             return None
         if name not in self._const_cache:
-            self._const_cache[name] = numpy_helper.to_array(self.inits[name])
+            if name in self.splats:
+                v = self.splats[name].array()  # a broadcast view; small ones materialised
+                self._const_cache[name] = np.array(v) if v.nbytes <= 1 << 16 else v
+            else:
+                self._const_cache[name] = numpy_helper.to_array(self.inits[name])
         return self._const_cache[name]
 
     def type(self, node: onnx.NodeProto, i: int) -> TensorType:
@@ -524,13 +601,15 @@ class Importer:
             p = self.pending[name]
             raise Unsupported(f"value '{name}' has element type {elem_name(p.elem)}")
         t = self.inits.get(name)
-        if t is None:
+        sp = self.splats.get(name)
+        if t is None and sp is None:
             where = f"node '{node.name}' ({_op_key(node)})" if node is not None else "the model"
             raise OnnxError(f"{self.where}: {where} reads unknown value '{name}'")
-        dtype = dtype_of_elem(t.data_type)
+        elem = int(t.data_type) if t is not None else sp.elem  # type: ignore[union-attr]
+        dtype = dtype_of_elem(elem)
         if dtype is None:
-            raise Unsupported(f"constant '{name}' has element type {elem_name(t.data_type)}")
-        dims = tuple(int(d) for d in t.dims)
+            raise Unsupported(f"constant '{name}' has element type {elem_name(elem)}")
+        dims = tuple(int(d) for d in t.dims) if t is not None else sp.dims  # type: ignore[union-attr]
         if any(d < 1 for d in dims):
             raise Unsupported(f"constant '{name}' has a zero-size dimension {dims}")
         if not dims:
@@ -549,7 +628,11 @@ class Importer:
         (so that rules such as ``mul-one`` see its value), or None (then a weight)."""
         from tensat_py.ops.tensor import rank0_constant
 
-        spec = rank0_constant(numpy_helper.to_array(self.inits[name]), dtype)
+        if name in self.splats:
+            value = self.splats[name].value.reshape(())
+        else:
+            value = numpy_helper.to_array(self.inits[name])
+        spec = rank0_constant(value, dtype)
         if spec is None:
             return None
         return self.graph.add_node(spec[0], spec[1], [])
@@ -602,7 +685,10 @@ class Importer:
                     node,
                 )
             self.env[o] = nid
-        ins = [None if (not i or i in self.inits) else self.env.get(i) for i in node.input]
+        ins = [
+            None if (not i or i in self.inits or i in self.splats) else self.env.get(i)
+            for i in node.input
+        ]
         outs = [bound.get(j) if o else None for j, o in enumerate(node.output)]
         self._translated.append((node, ins, outs))
 
@@ -629,6 +715,10 @@ class Importer:
                 consts.update(p.constants)
             elif name in self.inits:
                 consts[name] = self.inits[name]
+            elif name in self.splats:  # its ConstantOfShape node goes into the payload
+                sp = self.splats[name]
+                nodes.append(sp.node)
+                consts[sp.shape.name] = sp.shape
             else:
                 raise OnnxError(
                     f"{self.where}: node '{node.name}' ({_op_key(node)}) reads unknown value "
@@ -682,7 +772,7 @@ class Importer:
         gr = self.model.graph
         inputs: list[tuple[str, int]] = []
         for vi in gr.input:
-            if vi.name in self.inits:
+            if vi.name in self.inits or vi.name in self.splats:
                 continue
             elem, shape = self.types[vi.name]
             dtype = dtype_of_elem(elem)
@@ -715,7 +805,7 @@ class Importer:
                     f"{self.where}: graph output '{o.name}' has element type "
                     f"{elem_name(self.pending[o.name].elem)}, which the language has no dtype for"
                 )
-            if o.name in self.env or o.name in self.inits:
+            if o.name in self.env or o.name in self.inits or o.name in self.splats:
                 outs.append(self._value(o.name, None))
             else:
                 raise OnnxError(
@@ -737,6 +827,7 @@ class Importer:
             ir_version=int(self.model.ir_version),
             functions=tuple(self.model.functions),
             names=frozenset([*self.model_names, *self.inits, *self.arrays]),
+            splats=self.splats,
             arrays=self.arrays,
             key_table=table,
             source_nodes=tuple(record(self.graph, self._translated, keys)),
@@ -825,12 +916,13 @@ def load(
                 tt.shape.Clear()
                 for d in input_shapes[vi.name]:
                     tt.shape.dim.add().dim_value = int(d)
+    model, splats = hold_splats(model, in_place=model is not original)
     model = fold_shapes(model, where)
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:
         raise OnnxError(f"{where}: ONNX shape inference failed: {e}") from None
-    graph = Importer(model, where, importers).run()
+    graph = Importer(model, where, importers, splats=splats).run()
     graph.meta["onnx"].original = original
     if fixed:
         graph.meta[FIXED_DIMS] = fixed
@@ -850,11 +942,121 @@ def _fixed_dims(vi: onnx.ValueInfoProto, dims: Sequence[int]) -> dict[str, str]:
     return out
 
 
+def hold_splats(
+    model: onnx.ModelProto, *, in_place: bool = False
+) -> tuple[onnx.ModelProto, dict[str, SplatConstant]]:
+    """Takes the ``ConstantOfShape`` weights out of ``model`` before shape folding, so
+    that they stay compact: each default-domain ``ConstantOfShape`` node of
+    the main graph whose shape is a constant (an initializer or a ``Constant`` node's
+    value) and whose value has more than :data:`~.common.SPLAT_BYTES` bytes and 16
+    elements becomes a graph input of its output's name, type and static shape, and a
+    :class:`~.common.SplatConstant` that :class:`Importer` reads as a constant (a
+    ``weight``).
+
+    Without this, :func:`fold_shapes` (onnxslim's constant folding) would write each one
+    out as a full initializer (the classic model zoo's weights: up to 570 times the file)
+    or, past ``_SLIM_SIZE_THRESHOLD``, leave it an opaque node the optimiser cannot see
+    is a weight. Smaller ones (shapes, masks) are left to folding: shape inference reads
+    their values. A ``ConstantOfShape`` that is a graph output, or whose shape has a zero
+    or negative dimension, stays.
+
+    Args:
+        model: a model; not modified unless ``in_place``.
+        in_place: take the nodes out of ``model`` itself rather than out of a copy.
+
+    Returns:
+        The model without the held nodes (``model`` itself when none is held or
+        ``in_place``) and the held constants by output name.
+
+    Raises:
+        Nothing for a node it cannot read: such a node stays in the model.
+    """
+    gr = model.graph
+    consts: dict[str, TensorProto] = {t.name: t for t in gr.initializer}
+    from_nodes: set[str] = set()
+    for n in gr.node:
+        if n.op_type == "Constant" and n.domain in _DEFAULT_DOMAINS and len(n.output) == 1:
+            v = _constant_value(n)
+            if v is not None:
+                consts[n.output[0]] = numpy_helper.from_array(v, n.output[0])
+                from_nodes.add(n.output[0])
+    outputs = {o.name for o in gr.output}
+    held: dict[str, SplatConstant] = {}
+    names: set[str] | None = None
+    for n in gr.node:
+        sp = _held_splat(n, consts, outputs)
+        if sp is None:
+            continue
+        if sp.shape.name in from_nodes:
+            # A Constant node's value: the shape gets a name of its own (the exporter may
+            # write the Constant node too, for another reader).
+            if names is None:
+                names = set()
+                _all_names(gr, names)
+            name, k = f"{sp.name}__shape", 1
+            while name in names:
+                name, k = f"{sp.name}__shape_{k}", k + 1
+            names.add(name)
+            sp.shape.name = name
+            sp.node.input[0] = name
+        held[sp.name] = sp
+    if not held:
+        return model, held
+    if not in_place:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        model, gr = copy, copy.graph
+    keep = [n for n in gr.node if not (len(n.output) == 1 and n.output[0] in held)]
+    del gr.node[:]
+    gr.node.extend(keep)
+    stale = [vi for vi in gr.value_info if vi.name in held]
+    for vi in stale:
+        gr.value_info.remove(vi)
+    for sp in held.values():
+        gr.input.append(helper.make_tensor_value_info(sp.name, sp.elem, list(sp.dims)))
+    return model, held
+
+
+def _held_splat(
+    n: onnx.NodeProto, consts: Mapping[str, TensorProto], outputs: set[str]
+) -> SplatConstant | None:
+    """The :class:`~.common.SplatConstant` that :func:`hold_splats` makes of node ``n``,
+    or None when it leaves ``n`` in the model."""
+    if n.op_type != "ConstantOfShape" or n.domain not in _DEFAULT_DOMAINS:
+        return None
+    if len(n.input) != 1 or len(n.output) != 1 or n.output[0] in outputs:
+        return None
+    shape_t = consts.get(n.input[0])
+    if shape_t is None or not n.output[0]:
+        return None
+    try:
+        dims = tuple(int(d) for d in numpy_helper.to_array(shape_t).reshape(-1))
+        value = np.zeros(1, np.float32)
+        for a in n.attribute:
+            if a.name == "value":
+                value = numpy_helper.to_array(a.t).reshape(-1)
+    except Exception:  # a malformed tensor: the checker's business, not ours
+        return None
+    if value.size != 1 or dtype_of_array(value) is None or any(d < 1 for d in dims):
+        return None
+    size = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    if size <= _SPLAT_MIN_ELEMENTS or size * value.dtype.itemsize <= SPLAT_BYTES:
+        return None
+    node = onnx.NodeProto()
+    node.CopyFrom(n)
+    shape = TensorProto()
+    shape.CopyFrom(shape_t)
+    shape.name = n.input[0]
+    return SplatConstant(node=node, shape=shape, value=value.copy())
+
+
 def fold_shapes(model: onnx.ModelProto, where: str = "model") -> onnx.ModelProto:
     """Folds the constant sub-graphs of ``model`` (shape arithmetic on static input shapes:
     ``Shape``, ``Gather``, ``Concat``, ``Range``, ``ConstantOfShape``... and weight-only
     values up to 16 MiB) into initializers and drops dead nodes, with onnxslim
     (``onnxslim.slim`` with constant folding and dead-node elimination, no fusion).
+    :func:`load` takes the ``ConstantOfShape`` weights out first (:func:`hold_splats`):
+    folded, they would be full tensors.
 
     Args:
         model: a model whose graph inputs carry the static shapes to fold with (not
