@@ -97,7 +97,7 @@ def test_cli_confirm_shows_the_measured_speedup(monkeypatch):
     args = ["optimize", "squeezenet", "--confirm", "--no-verify", "--time-limit", "30"]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
-    assert "measured speedup (onnxruntime)" in r.output and "0.900 (5 rounds)" in r.output
+    assert "measured speedup (onnxruntime)" in r.output and "0.900x (5 rounds)" in r.output
     assert "fallback-not-faster" in r.output
     r = CliRunner().invoke(main, [*args[:2], "--no-verify", "--time-limit", "30"])
     assert r.exit_code == 0 and "measured speedup" not in r.output

@@ -124,7 +124,7 @@ def test_json_has_verify_message_and_phase_seconds() -> None:
     assert obj["verify"]["passed"] is True
     phases = obj["stats"]["phase_seconds"]
     want = {"setup", "exploration", "extraction", "refinement", "verification", "confirmation"}
-    assert set(phases) == want
+    assert want <= set(phases) <= want | {"load", "save"}
     assert phases["verification"] > 0
     assert phases["refinement"] == 0 and "refinement" not in obj["stats"]  # roofline: none
     assert abs(sum(obj["stats"]["phase_share"].values()) - 1) < 0.05
@@ -152,16 +152,16 @@ def test_time_limit_bounds_the_whole_optimisation() -> None:
 
 
 def test_extraction_gets_what_the_earlier_phases_left(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tensat_py import pipeline
+    from tensat_py import phases
 
     given: list[float] = []
-    real = pipeline.extract
+    real = phases.extract
 
     def spy(problem, **kw):
         given.append(kw["time_limit"])
         return real(problem, **kw)
 
-    monkeypatch.setattr(pipeline, "extract", spy)
+    monkeypatch.setattr(phases, "extract", spy)
     res = tensat_py.optimize(_two_matmuls(), time_limit=5.0)
     spent = res.stats["phase_seconds"]
     assert len(given) == 1
@@ -181,14 +181,14 @@ def test_the_check_reserve_covers_the_weight_only_work_of_the_explored_program(
 ) -> None:
     import dataclasses
 
-    from tensat_py import pipeline
+    from tensat_py import phases
 
-    real = pipeline.reference
+    real = phases.reference
 
     def slow(graph, **kw):  # the input's run takes 0.2 s (feeds apart)
         return dataclasses.replace(real(graph, **kw), run_seconds=0.2)
 
-    monkeypatch.setattr(pipeline, "reference", slow)
+    monkeypatch.setattr(phases, "reference", slow)
     res = tensat_py.optimize(_matmul_chain(), time_limit=60.0)
     # The candidate is x @ (w1 @ w2): one matmul at run time, but its check multiplies the
     # two weights (2.1 GFLOP against the input's 4 MFLOP): 26 times the input's work.

@@ -7,36 +7,28 @@ e-node is priced by the cost model, and the cheapest program is extracted (greed
 For a cost model that prices whole programs beyond their nodes (``prices_programs``), the
 extracted program is then refined toward the input under that price
 (:mod:`tensat_py.extract.refine`). The resulting program (the *candidate*) is checked
-numerically against the input; the
-result is the candidate when it is cheaper and verified, and otherwise the input, with an
-``extraction_status`` that says why (``"fallback-unverified"``, ``"fallback-not-cheaper"``)
-and the candidate's own cost and verification report kept in the result.
+numerically against the input; the result is the candidate when it is cheaper and verified,
+and otherwise the input, with an ``extraction_status`` that says why
+(``"fallback-unverified"``, ``"fallback-not-cheaper"``, ``"fallback-not-faster"``) and the
+candidate's own cost and verification report kept in the result.
 
-One time limit bounds the whole optimisation (``docs/exploration.md``): the reference run
-of the input (the first half of verification) comes first and its time is measured; an
-estimate of the candidate's run is reserved; exploration gets at most half of what remains,
-extraction the rest (less :data:`REFINE_SHARE` of it for refinement). Before the ILP the
-estimate is raised to what the greedy DAG program of the explored e-graph would take to
-check, where that is more (:func:`_check_estimate`): a candidate can compute weight-only
-sub-graphs the input does not.
+:func:`optimize` checks the options and hands one wall-clock budget
+(:class:`tensat_py.budget.Budget`) to the phases of :mod:`tensat_py.phases`, which say how
+the time is shared. A large program is optimised region by region
+(:mod:`tensat_py.regions`). This module keeps the public face: :func:`optimize`,
+:func:`load_rules` and, re-exported, the result (:mod:`tensat_py.result`).
 """
 
 from __future__ import annotations
 
-import copy
-import math
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tensat_py import _core
+from tensat_py import _core, phases
+from tensat_py.budget import Budget
 from tensat_py.cost import get_cost_model
-from tensat_py.egraph import ExtractionProblem, save_json
-from tensat_py.extract import extract
-from tensat_py.extract.refine import Refinement, input_choices, refine
 from tensat_py.graph import Graph
 from tensat_py.options import (
     CycleFilter,
@@ -47,8 +39,10 @@ from tensat_py.options import (
     suggest,
     validate_optimize_options,
 )
+from tensat_py.phases import CONFIRM_MARGIN, ROUNDING, SOURCE_MARGIN
 from tensat_py.progress import PhaseDisplay
-from tensat_py.verify import Reference, VerifyReport, reference
+from tensat_py.result import FALLBACKS, OptimizeResult, model_name, prediction_basis, report_json
+from tensat_py.result import finite as _finite
 
 __all__ = [
     "CONFIRM_MARGIN",
@@ -61,7 +55,10 @@ __all__ = [
     "model_name",
     "optimize",
     "prediction_basis",
+    "report_json",
 ]
+
+_finite = _finite  # re-exported for the CLI and older callers
 
 RULES_DIR = Path(__file__).parent / "rules"
 """Folder of the shipped rule files (``rules/`` in the repository)."""
@@ -70,169 +67,6 @@ FOLD = "fold"
 #: The name of the built-in layout rule set in :func:`load_rules` (the squeeze-excite gate
 #: upsampled to the gated tensor's shape, ``_core.RuleSet.layout()``).
 LAYOUT = "layout"
-
-#: Relative cost difference taken as float rounding: a candidate that differs from the
-#: input and is cheaper by less than this share is not cheaper (``fallback-not-cheaper``).
-ROUNDING = 1e-9
-
-#: Statuses that mean the input was kept instead of the candidate.
-FALLBACKS = ("fallback-unverified", "fallback-not-cheaper", "fallback-not-faster")
-
-#: Measured speedup (input / candidate latency on onnxruntime) a confirmed candidate must
-#: reach: above onnxruntime's run-to-run noise on a quiet machine (A/A ratios within 1 %).
-CONFIRM_MARGIN = 0.01
-
-#: Measured gain (input-as-exported / source-model latency) above which a kept ONNX input
-#: is written as the source model rather than re-exported: the export is the default (it
-#: is usually the faster: folded shapes), so the source needs a clear win, beyond the A/A
-#: spread of short confirmation runs (up to 2.3 % in ``bench/onnx_real.md``).
-SOURCE_MARGIN = 0.03
-
-#: Seconds reserved for the candidate's verification run per second of the reference run.
-VERIFY_RESERVE_FACTOR = 1.5
-
-#: Share of the time left after exploration kept for refining the extracted program
-#: against a cost model that prices whole programs (``prices_programs``; see
-#: :func:`tensat_py.extract.refine.refine`).
-REFINE_SHARE = 0.2
-
-#: Smallest budget handed to a phase (seconds): a phase always gets to start.
-MIN_PHASE_SECONDS = 1e-6
-
-
-def _finite(x: Any) -> Any:
-    """``x`` for JSON: non-finite floats become ``None``; dicts recursively."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    return x
-
-
-def report_json(report: VerifyReport | None) -> dict[str, Any] | None:
-    """A :class:`VerifyReport` as a JSON object (infinite errors become ``null``)."""
-    if report is None:
-        return None
-    return _finite(
-        {
-            "passed": report.passed,
-            "runner": report.runner,
-            "max_abs_error": float(report.max_abs_error),
-            "max_rel_error": float(report.max_rel_error),
-            "tolerance": report.tolerance,
-            "message": report.message,
-        }
-    )
-
-
-@dataclass
-class OptimizeResult:
-    """What :func:`optimize` found.
-
-    Attributes:
-        graph: the optimised program: the candidate when it is cheaper and (with
-            verification on) verified, else the input itself.
-        cost_before: cost-model cost of the input, seconds.
-        cost_after: cost-model cost of ``graph``, seconds (``<= cost_before``).
-        extraction_status: the extractor's status when the candidate was kept
-            (``"optimal"``, ``"feasible"``, ``"greedy"``, ``"fallback-greedy"``; see
-            :class:`tensat_py.extract.ExtractionResult`), else ``"fallback-unverified"``
-            (the candidate failed verification), ``"fallback-not-cheaper"`` (a different
-            program that costs at least the input's cost less :data:`ROUNDING`, or gains
-            less than ``min_gain``) or ``"fallback-not-faster"`` (confirmation measured it
-            no faster); ``message`` says more.
-        stats: exploration statistics from the Rust core (``enodes``, ``eclasses``,
-            ``iterations``, ``stop_reason``, ``filtered_enodes``, ``explore_seconds``, ...)
-            plus ``extract_seconds``, ``verify_seconds``, ``total_seconds``, the budgets
-            ``time_limit``, ``explore_time_limit`` and ``extract_time_limit``,
-            ``verify_reserve_seconds`` (kept for the candidate's check), ``phase_seconds``
-            and ``phase_share`` (each phase's seconds and fraction of ``total_seconds``:
-            setup, exploration, extraction, refinement, verification, confirmation),
-            ``extraction_message`` and, for a cost model that prices whole programs,
-            ``refinement`` (:meth:`tensat_py.extract.refine.Refinement.stats`: trials,
-            e-classes switched back to the input's e-node, seconds, costs).
-        verify: the candidate's own verification report (float64, against the input), or
-            ``None`` when verification is off. ``verify.passed`` is false exactly when the
-            status is ``"fallback-unverified"``.
-        message: a human-readable note about fallbacks.
-        candidate: the extracted program (refined, when ``stats["refinement"]`` says it
-            switched e-classes), kept or not.
-        candidate_cost: its cost-model cost, seconds.
-        candidate_status: the extractor's own status for it.
-        cost_model: the name of the cost model that priced both programs (``"roofline"``,
-            ``"profile"``, ...; a user object's ``name`` attribute or class name).
-        device: the device it priced for (a roofline preset such as ``"t4"``, ``"cpu"``).
-        unit: the unit of ``cost_before``, ``cost_after`` and ``candidate_cost``
-            (``"seconds"``).
-
-    ``speedup`` is the cost model's *prediction* for ``device``; a measured speedup, when
-    confirmation timed the programs, is ``stats["measured_speedup"]`` with its runtime in
-    ``stats["measured_on"]``.
-    """
-
-    graph: Graph
-    cost_before: float
-    cost_after: float
-    extraction_status: str
-    stats: dict[str, Any] = field(default_factory=dict)
-    verify: VerifyReport | None = None
-    message: str = ""
-    candidate: Graph | None = None
-    candidate_cost: float = math.nan
-    candidate_status: str = ""
-    cost_model: str = ""
-    device: str = ""
-    unit: str = "seconds"
-
-    @property
-    def speedup(self) -> float:
-        """``cost_before / cost_after`` (1.0 when nothing changed): the speedup the cost
-        model predicts on ``device``, not a measurement."""
-        return self.cost_before / self.cost_after if self.cost_after > 0 else 1.0
-
-    @property
-    def basis(self) -> str:
-        """What ``speedup`` is predicted by, for labels: ``"roofline cost model, device
-        t4 (NVIDIA T4 GPU)"``."""
-        return prediction_basis(self.cost_model, self.device)
-
-    @property
-    def fell_back(self) -> bool:
-        """Whether the input was kept instead of the candidate."""
-        return self.extraction_status in FALLBACKS
-
-    def to_json(self) -> dict[str, Any]:
-        """The CLI's ``--json`` object: costs with their ``unit``, ``cost_model`` and
-        ``device``; ``speedup`` (predicted by that cost model, ``speedup_kind``
-        ``"predicted"``) and, when confirmation timed the programs, ``measured`` (runtime,
-        speedup, rounds); status, message, the candidate's cost, status and verification
-        report (``verify``: ``passed``, ``runner``, errors, ``message``) and every statistic
-        (non-finite numbers as ``null``)."""
-        measured = None
-        if "measured_speedup" in self.stats:
-            measured = {
-                "runtime": self.stats.get("measured_on", ""),
-                "speedup": self.stats["measured_speedup"],
-                "rounds": self.stats.get("confirm_rounds"),
-            }
-        return _finite(
-            {
-                "cost_model": self.cost_model,
-                "device": self.device,
-                "unit": self.unit,
-                "speedup": self.speedup,
-                "speedup_kind": "predicted",
-                "speedup_basis": self.basis,
-                "measured": measured,
-                "cost_before": self.cost_before,
-                "cost_after": self.cost_after,
-                "extraction_status": self.extraction_status,
-                "message": self.message,
-                "candidate": {"cost": self.candidate_cost, "status": self.candidate_status},
-                "stats": dict(self.stats),
-                "verify": report_json(self.verify),
-            }
-        )
 
 
 @lru_cache(maxsize=16)
@@ -354,6 +188,8 @@ def optimize(
     min_gain: float | None = None,
     confirm: bool | None = None,
     mirror_once: bool = True,
+    regions: bool | None = None,
+    budget: Budget | None = None,
 ) -> OptimizeResult:
     """Optimises a tensor program by equality saturation and extraction.
 
@@ -421,6 +257,16 @@ def optimize(
             e-classes (default); ``False`` applies it to both orders, as Tensat does. The
             mirrored application builds the same merged operator with its concatenation
             order reversed, at the same cost (``docs/exploration.md``).
+        regions: optimise the program region by region (:mod:`tensat_py.regions`: cut
+            where one value flows, repeated blocks explored and extracted once and applied
+            to every copy): ``None`` (default) does so for programs of at least
+            :data:`tensat_py.regions.PARTITION_OPERATORS` operators that cut into several
+            regions, ``True`` whenever they cut, ``False`` never. ``stats["regions"]``
+            shows the regions, their classes and what exploring once saved.
+        budget: the wall-clock budget to draw on (:class:`tensat_py.budget.Budget`): the
+            ``tensat`` command starts one before loading the program so that loading and
+            writing come out of ``time_limit`` too; default a new one of ``time_limit``
+            seconds. Its phases' seconds are ``stats["phase_seconds"]``.
 
     Returns:
         an :class:`OptimizeResult`; ``cost_after <= cost_before`` always, and the
@@ -433,312 +279,65 @@ def optimize(
             cost model cannot price.
         FileNotFoundError: when the rule file or the named program does not exist.
     """
-    start = time.perf_counter()
-    validate_optimize_options(
-        k_multi=k_multi,
-        node_limit=node_limit,
-        iter_limit=iter_limit,
-        time_limit=time_limit,
-        cycle_filter=cycle_filter,
-        extractor=extractor,
-        solver=solver,
-        order_vars=order_vars,
-        device=device,
-        cost_model=cost_model,
-    )
-    graph = _as_graph(graph)
+    budget = budget if budget is not None else Budget(time_limit)
+    with budget.phase("setup"):
+        validate_optimize_options(
+            k_multi=k_multi,
+            node_limit=node_limit,
+            iter_limit=iter_limit,
+            time_limit=time_limit,
+            cycle_filter=cycle_filter,
+            extractor=extractor,
+            solver=solver,
+            order_vars=order_vars,
+            device=device,
+            cost_model=cost_model,
+        )
+    if isinstance(graph, Graph):
+        graph = _as_graph(graph)
+    else:
+        with budget.phase("load"):
+            graph = _as_graph(graph)
     if isinstance(policy, str) and policy != "default":
-        kw = {k: v for k, v in locals().items() if k not in ("graph", "policy", "start")}
+        kw = {k: v for k, v in locals().items() if k not in ("graph", "policy", "budget")}
         from tensat_py.policies.run import optimize_with_policy
 
         return optimize_with_policy(graph, policy, kw)
     display = progress if isinstance(progress, PhaseDisplay) else PhaseDisplay(bool(progress))
-    deadline = start + time_limit
     from tensat_py.frontends import defaults_for
 
-    fe = defaults_for(graph)
-    if rules is None:
-        rules = fe.default_rules if fe is not None else "taso"
-    gain_floor = min_gain if min_gain is not None else (fe.min_gain if fe is not None else 0.0)
-    if not 0.0 <= gain_floor < 1.0:
-        raise ValueError(f"min_gain must be in [0, 1), got {gain_floor}")
-    model = _resolve_cost_model(graph, cost_model, device)
-    ruleset = load_rules(rules)
-    cost_before = model.graph_cost(graph)
-
-    # Verification, first half: the input's outputs, whose time predicts the candidate's.
-    ref: Reference | None = None
-    verify_seconds = 0.0
-    reserve = 0.0
+    with budget.phase("setup"):
+        fe = defaults_for(graph)
+        if rules is None:
+            rules = fe.default_rules if fe is not None else "taso"
+        floor = min_gain if min_gain is not None else (fe.min_gain if fe is not None else 0.0)
+        if not 0.0 <= floor < 1.0:
+            raise ValueError(f"min_gain must be in [0, 1), got {floor}")
+        model = _resolve_cost_model(graph, cost_model, device)
+        run = phases.Run(
+            graph=graph,
+            budget=budget,
+            display=display,
+            limits=phases.Limits(
+                k_multi, node_limit, iter_limit, cycle_filter, extractor, solver, order_vars
+            ),
+            ruleset=load_rules(rules),
+            model=model,
+            gain_floor=floor,
+            cost_before=model.graph_cost(graph),
+            policy=None if isinstance(policy, str) else policy,
+            mirror_once=mirror_once,
+            device=str(getattr(model, "device", device)),
+        )
     if verify:
-        t = time.perf_counter()
-        with display.phase("verification (reference run)"):
-            ref = reference(graph, seed=0, dtype="float64")
-        verify_seconds = time.perf_counter() - t
-        reserve = VERIFY_RESERVE_FACTOR * verify_seconds
-    setup_seconds = time.perf_counter() - start - verify_seconds
-
-    explore_limit = max(MIN_PHASE_SECONDS, (deadline - time.perf_counter() - reserve) / 2)
-    egraph = _core.EGraph(graph.to_flat())
-    with display.phase("exploration"):
-        stats: dict[str, Any] = dict(
-            egraph.saturate(
-                ruleset,
-                k_multi=k_multi,
-                node_limit=node_limit,
-                iter_limit=iter_limit,
-                time_limit=explore_limit,
-                cycle_filter=cycle_filter,
-                policy=None if isinstance(policy, str) else policy,
-                mirror_once=mirror_once,
-            )
-        )
-    t = time.perf_counter()
-    explore_wall = t - start - setup_seconds - verify_seconds
-    with display.phase("extraction"):
-        export = egraph.export()
-        costs = model.costs_for_export(export)
-        problem = ExtractionProblem.from_export(export, costs)
-        if dump_egraph is not None:
-            save_json(problem, dump_egraph)
-        if ref is not None and extractor == "ilp":
-            # The candidate may compute weight-only sub-graphs the input does not (a
-            # product of two weights after matmul re-association): keep what its check
-            # would take, judged from the greedy DAG program of this e-graph.
-            reserve = max(reserve, _check_estimate(ref, graph, export, problem))
-        programs = bool(getattr(model, "prices_programs", False))
-        left = deadline - time.perf_counter() - reserve
-        extract_limit = max(MIN_PHASE_SECONDS, left * (1 - REFINE_SHARE) if programs else left)
-        result = extract(
-            problem,
-            extractor=extractor,
-            solver=solver,
-            time_limit=extract_limit,
-            cycle_constraints="order" if cycle_filter == "none" and extractor == "ilp" else None,
-            order_vars=order_vars,
-        )
-        candidate = Graph.from_choices(export, result.choices)
-        candidate.meta = dict(graph.meta)  # front-end data (opaque payloads, source model)
-        candidate_cost = model.graph_cost(candidate)
-    stats["extract_seconds"] = time.perf_counter() - t
-    if programs and time.perf_counter() < deadline - reserve:
-        with display.phase("refinement"):
-            extracted = (candidate, candidate_cost)
-            refined = _refine(graph, export, result.choices, model, deadline - reserve, extracted)
-        if refined is not None:
-            stats["refinement"] = refined.stats()
-            if refined.switched:
-                candidate, candidate_cost = refined.graph, refined.cost
-    stats["extraction_message"] = result.message
-    # Extraction figures (docs/extraction.md): proved lower bound, relative gap, phases.
-    stats.update(
-        extraction_cost=result.cost,
-        extraction_lower_bound=result.lower_bound,
-        extraction_gap=result.gap,
-        extraction_build_seconds=result.build_seconds,
-        extraction_solve_seconds=result.solve_seconds,
-        extraction_simplify_seconds=result.simplify_seconds,
-        extraction_stats=dict(result.stats),
-    )
-
-    report: VerifyReport | None = None
-    if ref is not None:
-        t = time.perf_counter()
-        with display.phase("verification"):
-            report = _check_candidate(ref, graph, candidate)
-        verify_seconds += time.perf_counter() - t
-
-    status, message = result.status, result.message
-    best, cost_after = candidate, candidate_cost
-    if report is not None and not report.passed:
-        status = "fallback-unverified"
-        message = (
-            f"the extracted program ({result.status}, cost {candidate_cost:.6g} s) failed "
-            f"verification on {report.runner}: {report.message}; kept the input"
-        )
-        best, cost_after = graph, cost_before
-    elif candidate_cost > cost_before or (
-        candidate_cost > cost_before * (1 - ROUNDING) and not _same_program(graph, candidate)
-    ):
-        # A different program whose gain is float rounding (the same operators summed in
-        # another order) gains nothing, and would cost a confirmation run.
-        status = "fallback-not-cheaper"
-        than = (
-            "as much as (to rounding)"
-            if f"{candidate_cost:.6g}" == f"{cost_before:.6g}"
-            else "more than"
-        )
-        message = (
-            f"the extracted program ({result.status}) costs {candidate_cost:.6g} s, {than} "
-            f"the input's {cost_before:.6g} s; kept the input"
-        )
-        best, cost_after = graph, cost_before
-    elif gain_floor > 0 and candidate_cost > cost_before * (1 - gain_floor):
-        # Equal cost included: a different program of the same cost gains nothing.
-        status = "fallback-not-cheaper"
-        message = (
-            f"the extracted program ({result.status}) is {1 - candidate_cost / cost_before:.2%} "
-            f"cheaper, below min_gain {gain_floor:.2%}; kept the input"
-        )
-        best, cost_after = graph, cost_before
-
-    confirm_seconds = 0.0
-    if _confirms(confirm, model) and (best is candidate or _has_source_model(graph)):
-        from tensat_py.runtime.confirm import measured_speedup
-
-        t = time.perf_counter()
-        budget = max(0.5, min(10.0, deadline - t))
-        with display.phase("confirmation"):
-            c = measured_speedup(graph, candidate if best is candidate else None, budget=budget)
-        confirm_seconds = time.perf_counter() - t
-        stats.update(confirm_rounds=c.rounds)
-        if best is candidate:
-            stats.update(measured_speedup=c.speedup, measured_on="onnxruntime (CPU)")
-            if c.speedup < 1.0 + CONFIRM_MARGIN:
-                status = "fallback-not-faster"
-                message = (
-                    f"the extracted program ({result.status}) is predicted "
-                    f"{cost_before / candidate_cost:.3f}x faster but measured "
-                    f"{c.speedup:.3f}x on onnxruntime ({c.rounds} rounds), below "
-                    f"{1 + CONFIRM_MARGIN:g}x; kept the input"
-                )
-                best, cost_after = graph, cost_before
-        if not math.isnan(c.source_gain):  # timed
-            stats.update(source_gain=c.source_gain)
-        if best is graph and c.source_gain > 1.0 + SOURCE_MARGIN:
-            best = _written_as_source(graph)
-            message += (
-                f"; written as the source model, which onnxruntime ran {c.source_gain:.3f}x "
-                "faster than the input's export"
-            )
-
-    total = time.perf_counter() - start
-    phases = {
-        "setup": setup_seconds,
-        "exploration": explore_wall,
-        "extraction": stats["extract_seconds"],
-        "refinement": stats.get("refinement", {}).get("seconds", 0.0),
-        "verification": verify_seconds,
-        "confirmation": confirm_seconds,
-    }
-    stats.update(
-        verify_seconds=verify_seconds,
-        total_seconds=total,
-        time_limit=float(time_limit),
-        explore_time_limit=explore_limit,
-        extract_time_limit=extract_limit,
-        verify_reserve_seconds=reserve,
-        phase_seconds=phases,
-        phase_share={k: (v / total if total > 0 else 0.0) for k, v in phases.items()},
-    )
-    return OptimizeResult(
-        graph=best,
-        cost_before=cost_before,
-        cost_after=cost_after,
-        extraction_status=status,
-        stats=stats,
-        verify=report,
-        message=message,
-        candidate=candidate,
-        candidate_cost=candidate_cost,
-        candidate_status=result.status,
-        cost_model=model_name(model),
-        device=str(getattr(model, "device", device)),
-    )
-
-
-def model_name(model: Any) -> str:
-    """A cost model's name for labels: its ``name`` attribute, else its class name."""
-    return str(getattr(model, "name", "") or type(model).__name__)
-
-
-def prediction_basis(cost_model: str, device: str) -> str:
-    """``"roofline cost model, device t4 (NVIDIA T4 GPU)"``: what a predicted figure
-    comes from, for tables and messages (for the roofline model, the preset's description
-    from :data:`tensat_py.cost.roofline.PRESETS`).
-
-    >>> prediction_basis("profile", "cpu")
-    'profile cost model, device cpu'
-    """
-    from tensat_py.cost.roofline import PRESETS
-
-    preset = PRESETS.get(device) if cost_model == "roofline" else None
-    where = f"{device} ({preset.title})" if preset is not None else device
-    return f"{cost_model} cost model, device {where}"
-
-
-def _refine(
-    graph: Graph,
-    export: Mapping[str, Any],
-    choices: Mapping[int, int],
-    model: Any,
-    deadline: float,
-    start: tuple[Graph, float],
-) -> Refinement | None:
-    """The extraction refined against ``model.graph_cost`` toward the input program
-    (:func:`tensat_py.extract.refine.refine`), or None when an input node is not in
-    ``export`` (never for the e-graph built from ``graph``)."""
-    try:
-        toward = input_choices(export, graph.to_flat())
-    except ValueError:
-        return None
-    return refine(export, choices, toward, model.graph_cost, deadline, meta=graph.meta, start=start)
-
-
-def _confirms(confirm: bool | None, model: Any) -> bool:
-    """Whether to time the candidate on onnxruntime (see ``optimize(confirm=...)``)."""
-    if confirm is not None:
-        return bool(confirm)
-    return (
-        getattr(model, "name", "") in ("profile", "learned")
-        and getattr(model, "device", "") == "cpu"
-    )
-
-
-def _has_source_model(graph: Graph) -> bool:
-    """Whether ``graph`` was loaded from an ONNX model that :func:`optimize` can write back
-    as it was given when it keeps the input."""
-    src = graph.meta.get("onnx")
-    return getattr(src, "original", None) is not None
-
-
-def _written_as_source(graph: Graph) -> Graph:
-    """``graph`` (shared nodes) marked to be written as its source ONNX model
-    (:func:`tensat_py.frontends.onnx.exporter.source_model`)."""
-    from tensat_py.frontends.onnx.exporter import WRITE_SOURCE
-
-    kept = copy.copy(graph)
-    kept.meta = {**graph.meta, WRITE_SOURCE: True}
-    return kept
-
-
-def _same_program(graph: Graph, candidate: Graph) -> bool:
-    """Whether ``candidate`` is ``graph`` again: the same flat program, and no opaque nodes
-    whose payloads the flat form leaves out."""
-    return not graph.opaque_nodes() and candidate.to_flat() == graph.to_flat()
-
-
-def _check_estimate(
-    ref: Reference, graph: Graph, export: Mapping[str, Any], problem: ExtractionProblem
-) -> float:
-    """Seconds a check of a program extracted from ``problem`` may take: the reference's
-    run seconds scaled by the work (:func:`~tensat_py.verify.run_work`) of the e-graph's
-    greedy DAG program over the input's. The greedy program stands in for the candidate
-    and tends to overstate its weight-only work (BERT at k_multi=2: 26 times the input's
-    work against the ILP answer's 21); 0.0 when it cannot be built or priced."""
-    from tensat_py.extract.greedy import greedy_dag
-    from tensat_py.verify import run_work
-
-    choice = greedy_dag(problem)
-    base = run_work(graph)
-    if not choice or base <= 0:
-        return 0.0
-    return ref.run_seconds * run_work(Graph.from_choices(export, choice)) / base
-
-
-def _check_candidate(ref: Reference, graph: Graph, candidate: Graph) -> VerifyReport:
-    """The candidate's verification: a program identical to the input
-    (:func:`_same_program`) passes without running."""
-    if _same_program(graph, candidate):
-        return VerifyReport(0.0, 0.0, True, ref.tolerance, "identical to the input", ref.runner)
-    return ref.check(candidate)
+        phases.reference_run(run)
+    part = phases.partition_for(run, regions, dump_egraph)
+    if part is None:
+        phases.explore_extract_whole(run, dump_egraph)
+    else:
+        phases.explore_extract_regions(run, part)
+    if verify:
+        phases.verify_candidate(run)
+    phases.decide(run)
+    phases.confirm(run, confirm)
+    return phases.result(run, time_limit)

@@ -1,0 +1,565 @@
+"""The phases of :func:`tensat_py.optimize`, each a function of one run's state.
+
+An optimisation is a sequence of phases that read one wall-clock budget
+(:class:`tensat_py.budget.Budget`) and one :class:`Run` (which :func:`tensat_py.optimize`
+sets up: rules, cost model, the input's cost): :func:`reference_run` (the input's outputs
+for verification, whose time predicts the candidate's check), :func:`partition_for`
+(regions, :mod:`tensat_py.regions`), :func:`explore_extract_whole` or
+:func:`explore_extract_regions` (saturation and extraction, and refinement where the cost
+model prices whole programs), :func:`verify_candidate`, :func:`decide` (keep the candidate
+or the input, and why), :func:`confirm` (timed on onnxruntime) and :func:`result`.
+
+Time (``docs/exploration.md``): the reference run comes first and an estimate of the
+candidate's check (:data:`VERIFY_RESERVE_FACTOR` times it) is kept back; exploration gets at
+most half of what remains and extraction the rest (less :data:`REFINE_SHARE` for
+refinement where the cost model prices whole programs). Before the ILP the estimate is
+raised to what the greedy DAG program of the explored e-graph would take to check, where
+that is more (:func:`_check_estimate`): a candidate can compute weight-only sub-graphs the
+input does not. Region by region, each class of regions gets a share of that time in
+proportion to its operators.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensat_py import _core
+from tensat_py.budget import Budget
+from tensat_py.egraph import ExtractionProblem, save_json
+from tensat_py.extract import ExtractionResult, extract
+from tensat_py.extract.refine import Refinement, input_choices, refine
+from tensat_py.graph import Graph
+from tensat_py.progress import PhaseDisplay
+from tensat_py.regions import PARTITION_OPERATORS, Partition, partition, stitch
+from tensat_py.result import OptimizeResult, model_name
+from tensat_py.verify import Reference, VerifyReport, reference
+
+__all__ = [
+    "CONFIRM_MARGIN",
+    "MIN_PHASE_SECONDS",
+    "REFINE_SHARE",
+    "ROUNDING",
+    "SOURCE_MARGIN",
+    "VERIFY_RESERVE_FACTOR",
+    "Limits",
+    "Run",
+    "confirm",
+    "decide",
+    "explore_extract_regions",
+    "explore_extract_whole",
+    "partition_for",
+    "reference_run",
+    "result",
+    "verify_candidate",
+]
+
+#: Relative cost difference taken as float rounding: a candidate that differs from the
+#: input and is cheaper by less than this share is not cheaper (``fallback-not-cheaper``).
+ROUNDING = 1e-9
+
+#: Measured speedup (input / candidate latency on onnxruntime) a confirmed candidate must
+#: reach: above onnxruntime's run-to-run noise on a quiet machine (A/A ratios within 1 %).
+CONFIRM_MARGIN = 0.01
+
+#: Measured gain (input-as-exported / source-model latency) above which a kept ONNX input
+#: is written as the source model rather than re-exported: the export is the default (it
+#: is usually the faster: folded shapes), so the source needs a clear win, beyond the A/A
+#: spread of short confirmation runs (up to 2.3 % in ``bench/onnx_real.md``).
+SOURCE_MARGIN = 0.03
+
+#: Seconds reserved for the candidate's verification run per second of the reference run.
+VERIFY_RESERVE_FACTOR = 1.5
+
+#: Share of the time left after exploration kept for refining the extracted program
+#: against a cost model that prices whole programs (``prices_programs``; see
+#: :func:`tensat_py.extract.refine.refine`).
+REFINE_SHARE = 0.2
+
+#: Smallest budget handed to a phase (seconds): a phase always gets to start.
+MIN_PHASE_SECONDS = 1e-6
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The exploration and extraction options of one run (see :func:`tensat_py.optimize`)."""
+
+    k_multi: int
+    node_limit: int
+    iter_limit: int
+    cycle_filter: str
+    extractor: str
+    solver: str
+    order_vars: str
+
+
+@dataclass
+class Run:
+    """One optimisation's state, filled in phase by phase.
+
+    Attributes:
+        graph: the input program.
+        budget: the wall-clock budget every phase draws on.
+        display: the progress display.
+        limits: exploration and extraction options.
+        ruleset: the rules.
+        model: the cost model.
+        gain_floor: the ``min_gain`` in force (fraction of the input's cost).
+        cost_before: the input's cost, seconds.
+        policy: a rule-choice policy object, or None (every rule).
+        mirror_once: see :func:`tensat_py.optimize`.
+        device: the device the cost model prices for.
+        ref: the input's reference outputs (None without verification).
+        reserve: seconds kept back for the candidate's check.
+        stats: the statistics the result carries.
+        candidate: the extracted (and refined) program.
+        candidate_cost: its cost, seconds.
+        extraction: the extractor's result (for the regions: a summary of theirs).
+        report: the candidate's verification report.
+        status, message: the outcome so far.
+        best, cost_after: the program kept and its cost.
+    """
+
+    graph: Graph
+    budget: Budget
+    display: PhaseDisplay
+    limits: Limits
+    ruleset: _core.RuleSet
+    model: Any
+    gain_floor: float
+    cost_before: float
+    policy: Any = None
+    mirror_once: bool = True
+    device: str = ""
+    ref: Reference | None = None
+    reserve: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+    candidate: Graph | None = None
+    candidate_cost: float = math.nan
+    extraction: ExtractionResult | None = None
+    report: VerifyReport | None = None
+    status: str = ""
+    message: str = ""
+    best: Graph | None = None
+    cost_after: float = math.nan
+
+
+# ----------------------------------------------------------------------------- phases
+def reference_run(run: Run) -> None:
+    """Verification's first half: the input's outputs (float64 on the NumPy executor, or
+    the front end's runner), whose time predicts the candidate's check; keeps
+    :data:`VERIFY_RESERVE_FACTOR` times it back for that check."""
+    t = time.perf_counter()
+    with run.budget.phase("verification"), run.display.phase("verification (reference run)"):
+        run.ref = reference(run.graph, seed=0, dtype="float64")
+    run.reserve = VERIFY_RESERVE_FACTOR * (time.perf_counter() - t)
+
+
+def partition_for(run: Run, regions: bool | None, dump_egraph: Any) -> Partition | None:
+    """The regions to optimise one by one, or None to optimise the program whole:
+    ``regions=False``, an e-graph to dump (one e-graph), or a program that does not cut
+    into several regions (under :data:`tensat_py.regions.PARTITION_OPERATORS` operators,
+    with ``regions=None``)."""
+    if regions is False or dump_egraph is not None:
+        return None
+    with run.budget.phase("setup"):
+        part = partition(run.graph, min_operators=PARTITION_OPERATORS if regions is None else 2)
+    return part if len(part.regions) > 1 else None
+
+
+@dataclass
+class _Piece:
+    """What exploring and extracting one program (the whole input, or a region) gave."""
+
+    candidate: Graph
+    cost: float
+    stats: dict[str, Any]
+    extraction: ExtractionResult
+    explore_limit: float
+    extract_limit: float
+
+
+def _explore_extract(
+    run: Run,
+    graph: Graph,
+    deadline: float,
+    dump_egraph: Any = None,
+    check_estimate: bool = False,
+) -> _Piece:
+    """Saturates ``graph``'s e-graph (at most half the time to ``deadline``), extracts the
+    cheapest program (the rest, less :data:`REFINE_SHARE` for refinement) and refines it
+    where the cost model prices whole programs. Phases ``exploration``, ``extraction`` and
+    ``refinement`` of the budget."""
+    lim = run.limits
+    t0 = time.perf_counter()
+    explore_limit = max(MIN_PHASE_SECONDS, (deadline - t0) / 2)
+    with run.budget.phase("exploration"), run.display.phase("exploration"):
+        egraph = _core.EGraph(graph.to_flat())
+        stats: dict[str, Any] = dict(
+            egraph.saturate(
+                run.ruleset,
+                k_multi=lim.k_multi,
+                node_limit=lim.node_limit,
+                iter_limit=lim.iter_limit,
+                time_limit=explore_limit,
+                cycle_filter=lim.cycle_filter,
+                policy=run.policy,
+                mirror_once=run.mirror_once,
+            )
+        )
+    t = time.perf_counter()
+    with run.budget.phase("extraction"), run.display.phase("extraction"):
+        export = egraph.export()
+        costs = run.model.costs_for_export(export)
+        problem = ExtractionProblem.from_export(export, costs)
+        if dump_egraph is not None:
+            save_json(problem, dump_egraph)
+        if check_estimate and run.ref is not None and lim.extractor == "ilp":
+            # The candidate may compute weight-only sub-graphs the input does not (a
+            # product of two weights after matmul re-association): keep what its check
+            # would take, judged from the greedy DAG program of this e-graph.
+            run.reserve = max(run.reserve, _check_estimate(run.ref, graph, export, problem))
+            deadline = min(deadline, run.budget.deadline - run.reserve)
+        programs = bool(getattr(run.model, "prices_programs", False))
+        left = deadline - time.perf_counter()
+        extract_limit = max(MIN_PHASE_SECONDS, left * (1 - REFINE_SHARE) if programs else left)
+        found = extract(
+            problem,
+            extractor=lim.extractor,
+            solver=lim.solver,
+            time_limit=extract_limit,
+            cycle_constraints=(
+                "order" if lim.cycle_filter == "none" and lim.extractor == "ilp" else None
+            ),
+            order_vars=lim.order_vars,
+        )
+        candidate = Graph.from_choices(export, found.choices)
+        candidate.meta = dict(graph.meta)  # front-end data (opaque payloads, source model)
+        cost = run.model.graph_cost(candidate)
+    stats["extract_seconds"] = time.perf_counter() - t
+    if programs and time.perf_counter() < deadline:
+        with run.budget.phase("refinement"), run.display.phase("refinement"):
+            refined = _refine(graph, export, found.choices, run.model, deadline, (candidate, cost))
+        if refined is not None:
+            stats["refinement"] = refined.stats()
+            if refined.switched:
+                candidate, cost = refined.graph, refined.cost
+    with run.budget.phase("extraction"):
+        del egraph, export, problem  # freeing a large e-graph takes time too: count it
+    return _Piece(candidate, cost, stats, found, explore_limit, extract_limit)
+
+
+def _extraction_stats(found: ExtractionResult) -> dict[str, Any]:
+    """The extraction figures the result's statistics carry (``docs/extraction.md``)."""
+    return {
+        "extraction_message": found.message,
+        "extraction_cost": found.cost,
+        "extraction_lower_bound": found.lower_bound,
+        "extraction_gap": found.gap,
+        "extraction_build_seconds": found.build_seconds,
+        "extraction_solve_seconds": found.solve_seconds,
+        "extraction_simplify_seconds": found.simplify_seconds,
+        "extraction_stats": dict(found.stats),
+    }
+
+
+def explore_extract_whole(run: Run, dump_egraph: Any = None) -> None:
+    """Explores and extracts the whole program as one e-graph."""
+    piece = _explore_extract(
+        run, run.graph, run.budget.deadline - run.reserve, dump_egraph, check_estimate=True
+    )
+    run.candidate, run.candidate_cost, run.extraction = (
+        piece.candidate,
+        piece.cost,
+        piece.extraction,
+    )
+    run.stats = {
+        **piece.stats,
+        **_extraction_stats(piece.extraction),
+        "explore_time_limit": piece.explore_limit,
+        "extract_time_limit": piece.extract_limit,
+    }
+
+
+#: Statistics of the regions' e-graphs that add up (the others are taken from the largest).
+_SUMMED = ("enodes", "eclasses", "filtered_enodes", "explore_seconds", "extract_seconds")
+
+
+def explore_extract_regions(run: Run, part: Partition) -> None:
+    """Explores and extracts one region of each class (its share of the time in proportion
+    to its operators) and writes each class's program into every copy
+    (:func:`tensat_py.regions.stitch`)."""
+    graph = run.graph
+    reps = [part.regions[c[0]] for c in part.classes]
+    sizes = [max(1, r.operators(graph)) for r in reps]
+    programs: list[Graph] = []
+    pieces: list[_Piece] = []
+    start = time.perf_counter()
+    total = run.budget.deadline - run.reserve - start
+    done = 0
+    for rep, size in zip(reps, sizes, strict=True):
+        done += size
+        deadline = start + total * done / sum(sizes)
+        sub = rep.subgraph(graph)
+        piece = _explore_extract(run, sub, deadline)
+        # A region's candidate never costs more than the region itself.
+        if piece.cost > run.model.graph_cost(sub):
+            piece.candidate, piece.cost = sub, run.model.graph_cost(sub)
+        programs.append(piece.candidate)
+        pieces.append(piece)
+    with run.budget.phase("extraction"):
+        run.candidate = stitch(graph, part, programs)
+        run.candidate_cost = run.model.graph_cost(run.candidate)
+    copies = [len(c) for c in part.classes]
+    stats: dict[str, Any] = {k: sum(p.stats.get(k, 0) for p in pieces) for k in _SUMMED}
+    largest = max(range(len(pieces)), key=lambda k: pieces[k].stats.get("enodes", 0))
+    for k, v in pieces[largest].stats.items():
+        stats.setdefault(k, v)
+    stats["iterations"] = max(p.stats.get("iterations", 0) for p in pieces)
+    reasons = sorted({str(p.stats.get("stop_reason")) for p in pieces})
+    stats["stop_reason"] = reasons[0] if len(reasons) == 1 else "+".join(reasons)
+    statuses = [p.extraction.status for p in pieces]
+    status = next(
+        (s for s in ("fallback-greedy", "greedy", "feasible") if s in statuses), "optimal"
+    )
+    bounds = [p.extraction.lower_bound for p in pieces]
+    lower = None
+    if all(b is not None for b in bounds):
+        lower = sum(b * n for b, n in zip(bounds, copies, strict=True))  # type: ignore[operator]
+    cost = sum(p.extraction.cost * n for p, n in zip(pieces, copies, strict=True))
+    message = (
+        f"{len(part.regions)} regions in {part.num_classes} classes, each explored and "
+        f"extracted once: {', '.join(f'{statuses.count(s)} {s}' for s in sorted(set(statuses)))}"
+    )
+    run.extraction = ExtractionResult(
+        choices={},
+        cost=cost,
+        status=status,
+        seconds=sum(p.extraction.seconds for p in pieces),
+        message=message,
+        lower_bound=lower,
+        gap=(cost - lower) / cost if lower is not None and cost > 0 else None,
+        build_seconds=sum(p.extraction.build_seconds for p in pieces),
+        solve_seconds=sum(p.extraction.solve_seconds for p in pieces),
+        simplify_seconds=sum(p.extraction.simplify_seconds for p in pieces),
+    )
+    explored = part.stats(graph)
+    run.stats = {
+        **stats,
+        **_extraction_stats(run.extraction),
+        "explore_time_limit": max(p.explore_limit for p in pieces),
+        "extract_time_limit": max(p.extract_limit for p in pieces),
+        "regions": {
+            **explored,
+            "enodes_explored": stats["enodes"],
+            "enodes_all_copies": sum(
+                p.stats.get("enodes", 0) * n for p, n in zip(pieces, copies, strict=True)
+            ),
+            "copies": copies,
+        },
+    }
+
+
+def verify_candidate(run: Run) -> None:
+    """Verification's second half: the candidate against the reference outputs."""
+    assert run.ref is not None and run.candidate is not None
+    with run.budget.phase("verification"), run.display.phase("verification"):
+        run.report = _check_candidate(run.ref, run.graph, run.candidate)
+
+
+def decide(run: Run) -> None:
+    """Keeps the candidate when it verified (or verification is off) and is cheaper, by
+    at least ``min_gain``; else the input, with the status and message saying why."""
+    assert run.candidate is not None and run.extraction is not None
+    with run.budget.phase("verification"):  # comparing the programs is part of checking
+        _decide(run)
+
+
+def _decide(run: Run) -> None:
+    assert run.candidate is not None and run.extraction is not None
+    found, graph, cost = run.extraction, run.graph, run.candidate_cost
+    run.status, run.message = found.status, found.message
+    run.best, run.cost_after = run.candidate, cost
+    before = run.cost_before
+    if run.report is not None and not run.report.passed:
+        run.status = "fallback-unverified"
+        run.message = (
+            f"the extracted program ({found.status}, cost {cost:.6g} s) failed "
+            f"verification on {run.report.runner}: {run.report.message}; kept the input"
+        )
+        run.best, run.cost_after = graph, before
+    elif cost > before or (
+        cost > before * (1 - ROUNDING) and not _same_program(graph, run.candidate)
+    ):
+        # A different program whose gain is float rounding (the same operators summed in
+        # another order) gains nothing, and would cost a confirmation run.
+        run.status = "fallback-not-cheaper"
+        than = "as much as (to rounding)" if f"{cost:.6g}" == f"{before:.6g}" else "more than"
+        run.message = (
+            f"the extracted program ({found.status}) costs {cost:.6g} s, {than} "
+            f"the input's {before:.6g} s; kept the input"
+        )
+        run.best, run.cost_after = graph, before
+    elif run.gain_floor > 0 and cost > before * (1 - run.gain_floor):
+        # Equal cost included: a different program of the same cost gains nothing.
+        run.status = "fallback-not-cheaper"
+        run.message = (
+            f"the extracted program ({found.status}) is {1 - cost / before:.2%} "
+            f"cheaper, below min_gain {run.gain_floor:.2%}; kept the input"
+        )
+        run.best, run.cost_after = graph, before
+
+
+def confirm(run: Run, confirm: bool | None) -> None:
+    """With ``confirm`` (default: for a cost model measured on the CPU), times the input
+    and the candidate side by side on onnxruntime and keeps the candidate only when it
+    runs at least :data:`CONFIRM_MARGIN` faster; an ONNX input kept is written as its
+    source model when that ran more than :data:`SOURCE_MARGIN` faster than its export."""
+    graph, candidate = run.graph, run.candidate
+    assert candidate is not None
+    if not _confirms(confirm, run.model) or not (run.best is candidate or _has_source_model(graph)):
+        return
+    from tensat_py.runtime.confirm import measured_speedup
+
+    budget = max(0.5, min(10.0, run.budget.left()))
+    with run.budget.phase("confirmation"), run.display.phase("confirmation"):
+        c = measured_speedup(graph, candidate if run.best is candidate else None, budget=budget)
+    run.stats.update(confirm_rounds=c.rounds)
+    if run.best is candidate:
+        run.stats.update(measured_speedup=c.speedup, measured_on="onnxruntime")
+        if c.speedup < 1.0 + CONFIRM_MARGIN:
+            status = run.extraction.status if run.extraction is not None else ""
+            run.status = "fallback-not-faster"
+            run.message = (
+                f"the extracted program ({status}) is predicted "
+                f"{run.cost_before / run.candidate_cost:.3f}x faster but measured "
+                f"{c.speedup:.3f}x on onnxruntime ({c.rounds} rounds), below "
+                f"{1 + CONFIRM_MARGIN:g}x; kept the input"
+            )
+            run.best, run.cost_after = graph, run.cost_before
+    if not math.isnan(c.source_gain):  # timed
+        run.stats.update(source_gain=c.source_gain)
+    if run.best is graph and c.source_gain > 1.0 + SOURCE_MARGIN:
+        run.best = _written_as_source(graph)
+        run.message += (
+            f"; written as the source model, which onnxruntime ran {c.source_gain:.3f}x "
+            "faster than the input's export"
+        )
+
+
+#: The phases ``stats["phase_seconds"]`` always lists (others, such as the command's
+#: ``load`` and ``save``, when they took time).
+PHASES = ("setup", "exploration", "extraction", "refinement", "verification", "confirmation")
+
+
+def result(run: Run, time_limit: float) -> OptimizeResult:
+    """The :class:`OptimizeResult` of a finished run, with the time of every phase."""
+    assert run.best is not None and run.extraction is not None and run.candidate is not None
+    total = run.budget.elapsed()
+    phases = {k: run.budget.seconds.get(k, 0.0) for k in PHASES}
+    phases.update(run.budget.seconds)
+    stats = run.stats
+    stats.update(
+        verify_seconds=phases["verification"],
+        total_seconds=total,
+        time_limit=float(time_limit),
+        verify_reserve_seconds=run.reserve,
+        phase_seconds=phases,
+        phase_share={k: (v / total if total > 0 else 0.0) for k, v in phases.items()},
+    )
+    return OptimizeResult(
+        graph=run.best,
+        cost_before=run.cost_before,
+        cost_after=run.cost_after,
+        extraction_status=run.status,
+        stats=stats,
+        verify=run.report,
+        message=run.message,
+        candidate=run.candidate,
+        candidate_cost=run.candidate_cost,
+        candidate_status=run.extraction.status,
+        cost_model=model_name(run.model),
+        device=run.device,
+    )
+
+
+# ----------------------------------------------------------------------------- helpers
+def _refine(
+    graph: Graph,
+    export: Mapping[str, Any],
+    choices: Mapping[int, int],
+    model: Any,
+    deadline: float,
+    start: tuple[Graph, float],
+) -> Refinement | None:
+    """The extraction refined against ``model.graph_cost`` toward the input program
+    (:func:`tensat_py.extract.refine.refine`), or None when an input node is not in
+    ``export`` (never for the e-graph built from ``graph``)."""
+    try:
+        toward = input_choices(export, graph.to_flat())
+    except ValueError:
+        return None
+    return refine(export, choices, toward, model.graph_cost, deadline, meta=graph.meta, start=start)
+
+
+def _confirms(confirm: bool | None, model: Any) -> bool:
+    """Whether to time the candidate on onnxruntime (see ``optimize(confirm=...)``)."""
+    if confirm is not None:
+        return bool(confirm)
+    return (
+        getattr(model, "name", "") in ("profile", "learned")
+        and getattr(model, "device", "") == "cpu"
+    )
+
+
+def _has_source_model(graph: Graph) -> bool:
+    """Whether ``graph`` was loaded from an ONNX model that :func:`optimize` can write back
+    as it was given when it keeps the input."""
+    src = graph.meta.get("onnx")
+    return getattr(src, "original", None) is not None
+
+
+def _written_as_source(graph: Graph) -> Graph:
+    """``graph`` (shared nodes) marked to be written as its source ONNX model
+    (:func:`tensat_py.frontends.onnx.exporter.source_model`)."""
+    from tensat_py.frontends.onnx.exporter import WRITE_SOURCE
+
+    kept = copy.copy(graph)
+    kept.meta = {**graph.meta, WRITE_SOURCE: True}
+    return kept
+
+
+def _same_program(graph: Graph, candidate: Graph) -> bool:
+    """Whether ``candidate`` is ``graph`` again: the same flat program, and no opaque nodes
+    whose payloads the flat form leaves out."""
+    return not graph.opaque_nodes() and candidate.to_flat() == graph.to_flat()
+
+
+def _check_estimate(
+    ref: Reference, graph: Graph, export: Mapping[str, Any], problem: ExtractionProblem
+) -> float:
+    """Seconds a check of a program extracted from ``problem`` may take: the reference's
+    run seconds scaled by the work (:func:`~tensat_py.verify.run_work`) of the e-graph's
+    greedy DAG program over the input's. The greedy program stands in for the candidate
+    and tends to overstate its weight-only work (BERT at k_multi=2: 26 times the input's
+    work against the ILP answer's 21); 0.0 when it cannot be built or priced."""
+    from tensat_py.extract.greedy import greedy_dag
+    from tensat_py.verify import run_work
+
+    choice = greedy_dag(problem)
+    base = run_work(graph)
+    if not choice or base <= 0:
+        return 0.0
+    return ref.run_seconds * run_work(Graph.from_choices(export, choice)) / base
+
+
+def _check_candidate(ref: Reference, graph: Graph, candidate: Graph) -> VerifyReport:
+    """The candidate's verification: a program identical to the input
+    (:func:`_same_program`) passes without running."""
+    if _same_program(graph, candidate):
+        return VerifyReport(0.0, 0.0, True, ref.tolerance, "identical to the input", ref.runner)
+    return ref.check(candidate)
