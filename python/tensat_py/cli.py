@@ -101,7 +101,8 @@ def main(ctx: click.Context) -> None:
     "--time-limit",
     default=60.0,
     show_default=True,
-    help="Seconds for the whole optimisation (exploration, extraction, verification).",
+    help="Seconds for the whole command: loading, exploration, extraction, verification "
+    "and writing.",
 )
 @click.option(
     "--cycle-filter",
@@ -206,10 +207,12 @@ def optimize(
     time went."""
     import tensat_py
     from tensat_py._files import check_writable
+    from tensat_py.budget import Budget
     from tensat_py.frontends import for_path
     from tensat_py.frontends.onnx.importer import FIXED_DIMS
     from tensat_py.verify import VerificationError
 
+    budget = Budget(time_limit)  # the whole command: loading and writing included
     try:
         options.validate_optimize_options(
             k_multi=k_multi,
@@ -231,7 +234,10 @@ def optimize(
         if output:
             for_path(output)  # an unsupported suffix fails before the work
         shapes = input_shapes(input_shape)
-        graph = tensat_py.load(target, input_shapes=shapes) if shapes else tensat_py.load(target)
+        with budget.phase("load"):
+            graph = (
+                tensat_py.load(target, input_shapes=shapes) if shapes else tensat_py.load(target)
+            )
         if getattr(graph, "meta", {}).get("frontend") == "knossos":
             _optimize_ks(
                 graph,
@@ -264,9 +270,12 @@ def optimize(
             **({"min_gain": min_gain} if min_gain is not None else {}),
             **({"confirm": confirm} if confirm is not None else {}),
             **({"mirror_once": False} if all_orders else {}),
+            budget=budget,
         )
         if output:
-            tensat_py.save(result.graph, output, source=graph)
+            with budget.phase("save"):
+                tensat_py.save(result.graph, output, source=graph)
+            _count_save(result, budget)
     except VerificationError as e:  # about the program the user gave: name it
         _fail(f"{target}: {_one_line(e)}")
         return
@@ -309,6 +318,17 @@ def optimize(
     if strict and result.extraction_status == "fallback-unverified":
         click.echo(f"error: {result.message}", err=True)
         sys.exit(EXIT_UNVERIFIED)
+
+
+def _count_save(result: Any, budget: Any) -> None:
+    """Adds the time spent writing the output to the result's phases and total."""
+    st = result.stats
+    total = budget.elapsed()
+    st["phase_seconds"]["save"] = budget.seconds.get("save", 0.0)
+    st["total_seconds"] = total
+    st["phase_share"] = {
+        k: (v / total if total > 0 else 0.0) for k, v in st["phase_seconds"].items()
+    }
 
 
 def _optimize_ks(
@@ -406,12 +426,14 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
     phases = st.get("phase_seconds", {})
     share = st.get("phase_share", {})
     for label, key in (
+        ("load (s)", "load"),
         ("setup (s)", "setup"),
         ("exploration (s)", "exploration"),
         ("extraction (s)", "extraction"),
         ("refinement (s)", "refinement"),
         ("verification (s)", "verification"),
         ("confirmation (s)", "confirmation"),
+        ("save (s)", "save"),
     ):
         shown = {"confirmation": "measured_speedup", "refinement": "refinement"}.get(key)
         if key in phases and (shown is None or shown in st):
@@ -432,6 +454,13 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
         )
     if "total_seconds" in st:
         table.add_row("total (s) / time limit", f"{st['total_seconds']:.3f} / {st['time_limit']:g}")
+    if "regions" in st:
+        r = st["regions"]
+        table.add_row(
+            "regions (classes explored once)",
+            f"{r['regions']} ({r['classes']}): {r['explored_operators']} of {r['operators']} "
+            "operators explored",
+        )
     if result.verify is not None:
         v = result.verify
         table.add_row(

@@ -38,11 +38,13 @@ from tensat_py.progress import PhaseDisplay
 from tensat_py.regions import PARTITION_OPERATORS, Partition, partition, stitch
 from tensat_py.result import OptimizeResult, model_name
 from tensat_py.verify import Reference, VerifyReport, reference
+from tensat_py.verify import verify as verify_graphs
 
 __all__ = [
     "CONFIRM_MARGIN",
     "MIN_PHASE_SECONDS",
     "REFINE_SHARE",
+    "REGION_VERIFY_SHARE",
     "ROUNDING",
     "SOURCE_MARGIN",
     "VERIFY_RESERVE_FACTOR",
@@ -83,6 +85,10 @@ REFINE_SHARE = 0.2
 #: Smallest budget handed to a phase (seconds): a phase always gets to start.
 MIN_PHASE_SECONDS = 1e-6
 
+#: Region by region, the share of the time left that is kept for verification: each
+#: changed class against its region in float64, then one end-to-end run in float32.
+REGION_VERIFY_SHARE = 0.25
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -113,7 +119,11 @@ class Run:
         policy: a rule-choice policy object, or None (every rule).
         mirror_once: see :func:`tensat_py.optimize`.
         device: the device the cost model prices for.
-        ref: the input's reference outputs (None without verification).
+        ref: the input's reference outputs (None without verification, and region by
+            region, where each changed class is checked alone).
+        verify: whether the candidate is checked numerically.
+        class_reports: region by region, the check of each changed class's program
+            against its region (float64), in class order.
         reserve: seconds kept back for the candidate's check.
         stats: the statistics the result carries.
         candidate: the extracted (and refined) program.
@@ -136,6 +146,8 @@ class Run:
     mirror_once: bool = True
     device: str = ""
     ref: Reference | None = None
+    verify: bool = True
+    class_reports: list[VerifyReport] = field(default_factory=list)
     reserve: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
     candidate: Graph | None = None
@@ -309,6 +321,12 @@ def explore_extract_regions(run: Run, part: Partition) -> None:
         # A region's candidate never costs more than the region itself.
         if piece.cost > run.model.graph_cost(sub):
             piece.candidate, piece.cost = sub, run.model.graph_cost(sub)
+        if run.verify and not _same_program(sub, piece.candidate):
+            with run.budget.phase("verification"), run.display.phase("verification"):
+                report = verify_graphs(sub, piece.candidate, seed=0, dtype="float64")
+            run.class_reports.append(report)
+            if not report.passed:  # that class keeps its region as it was
+                piece.candidate, piece.cost = sub, run.model.graph_cost(sub)
         programs.append(piece.candidate)
         pieces.append(piece)
     with run.budget.phase("extraction"):
@@ -365,10 +383,41 @@ def explore_extract_regions(run: Run, part: Partition) -> None:
 
 
 def verify_candidate(run: Run) -> None:
-    """Verification's second half: the candidate against the reference outputs."""
-    assert run.ref is not None and run.candidate is not None
+    """Verification's second half: the candidate against the reference outputs. Region
+    by region (no reference run): when the candidate differs from the input and costs
+    less, one end-to-end run of both at the program's own dtype (float32), after the
+    changed classes' float64 checks; a candidate that is not cheaper is not run."""
+    assert run.candidate is not None
+    if run.ref is not None:
+        with run.budget.phase("verification"), run.display.phase("verification"):
+            run.report = _check_candidate(run.ref, run.graph, run.candidate)
+        return
+    graph, candidate = run.graph, run.candidate
+    checked = run.class_reports
+    failed = [r for r in checked if not r.passed]
+    worst = max((r.max_rel_error for r in checked if r.passed), default=0.0)
+    tol = checked[0].tolerance if checked else 0.0
+    notes = [f"{len(checked)} changed region classes checked in float64 (max rel {worst:.2g})"]
+    if failed:
+        notes.append(f"{len(failed)} failed ({failed[0].message}) and were kept as they were")
+    floor = max(ROUNDING, run.gain_floor)
+    cheaper = run.candidate_cost < run.cost_before * (1 - ROUNDING)
+    if floor > ROUNDING:
+        cheaper = run.candidate_cost <= run.cost_before * (1 - floor)
+    if not cheaper or _same_program(graph, candidate):  # decide() keeps the input
+        run.report = VerifyReport(0.0, worst, True, tol, "; ".join(notes), "numpy")
+        return
     with run.budget.phase("verification"), run.display.phase("verification"):
-        run.report = _check_candidate(run.ref, run.graph, run.candidate)
+        whole = verify_graphs(graph, candidate, seed=0, dtype="float32")
+    notes.append(f"end to end in float32 on {whole.runner}: {whole.message}")
+    run.report = VerifyReport(
+        whole.max_abs_error,
+        whole.max_rel_error,
+        whole.passed,
+        whole.tolerance,
+        "; ".join(notes),
+        whole.runner,
+    )
 
 
 def decide(run: Run) -> None:

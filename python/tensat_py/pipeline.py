@@ -328,10 +328,13 @@ def optimize(
             policy=None if isinstance(policy, str) else policy,
             mirror_once=mirror_once,
             device=str(getattr(model, "device", device)),
+            verify=verify,
         )
-    if verify:
-        phases.reference_run(run)
     part = phases.partition_for(run, regions, dump_egraph)
+    if verify and part is None:
+        phases.reference_run(run)
+    elif verify:
+        run.reserve = phases.REGION_VERIFY_SHARE * budget.left()
     if part is None:
         phases.explore_extract_whole(run, dump_egraph)
     else:

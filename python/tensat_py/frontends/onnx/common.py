@@ -35,6 +35,8 @@ __all__ = [
     "splat_value",
     "broadcast_base",
     "constant_of_shape_allows",
+    "hold_out",
+    "tensor_bytes",
 ]
 
 #: Oldest default-domain opset read without conversion (older models are converted).
@@ -300,3 +302,45 @@ class SplatConstant:
             "ConstantOfShape", [shape_name], [name], value=numpy_helper.from_array(v)
         )
         return cls(node=node, shape=shape, value=v.copy())
+
+
+def hold_out(
+    model: onnx.ModelProto, names: set[str]
+) -> tuple[onnx.ModelProto, list[onnx.TensorProto]]:
+    """``model`` without the initializers ``names``, each listed as a graph input of its
+    type instead, and those initializers (references into ``model``: the importer takes
+    them as initializers beside the light model). Passes
+    that need only the weights' types (ONNX shape inference, the checker, onnxslim's
+    folding of what reads no held weight) then serialise kilobytes, not the weights.
+
+    Returns:
+        ``(model, [])`` when ``names`` holds none of its initializers; else a new model
+        (``model`` is not changed) and the held initializers.
+    """
+    g = model.graph
+    held = [t for t in g.initializer if t.name in names]
+    if not held:
+        return model, []
+    gone = {t.name for t in held}
+    light = onnx.ModelProto()
+    light.ir_version = model.ir_version
+    light.producer_name = model.producer_name
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    light.metadata_props.extend(model.metadata_props)
+    light.graph.name = g.name
+    light.graph.doc_string = g.doc_string
+    light.graph.node.extend(g.node)
+    light.graph.input.extend(g.input)
+    light.graph.output.extend(g.output)
+    light.graph.value_info.extend(g.value_info)
+    light.graph.initializer.extend(t for t in g.initializer if t.name not in gone)
+    light.graph.sparse_initializer.extend(g.sparse_initializer)
+    for t in held:
+        light.graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims))
+    return light, held
+
+
+def tensor_bytes(t: onnx.TensorProto) -> int:
+    """Bytes of an initializer's data, whichever field holds it."""
+    return len(t.raw_data) if t.raw_data else t.ByteSize()
