@@ -1,8 +1,22 @@
-"""Fixtures shared by the cost-model tests."""
+"""Fixtures shared by the cost-model tests, and a header line on the reference data."""
 
 from __future__ import annotations
 
 import pytest
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Says whether ../shared/data (public reference data beside a development checkout) is
+    there: the data-driven tests run on tests/fixtures always, on the reference files too
+    when it is."""
+    from reference_data import SHARED
+
+    if SHARED.is_dir():
+        return f"reference data: {SHARED} (tests also run on it)"
+    return (
+        "reference data: ../shared/data is absent (as in a clone); the data-driven tests run "
+        "on tests/fixtures only (see tests/fixtures/README.md)"
+    )
 
 
 @pytest.fixture

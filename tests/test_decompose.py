@@ -8,11 +8,20 @@ from pathlib import Path
 
 import pytest
 from extraction_helpers import make
+from reference_data import fixture, fixture_optimum, param, shared
 from tensat_py.egraph import ExtractionProblem, load_json
 from tensat_py.extract import extract
 from tensat_py.extract.decompose import decompose, immediate_dominators, piece_problem
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
+
+def cyclic_egraphs() -> list:
+    """``(path, optimum)``: our cyclic fixture e-graph (optimum computed without our
+    extraction code) and, beside a development checkout, Tensat's ResNet-50 e-graph from
+    ../shared/data/egraphs with CPLEX's 10 h optimum."""
+    cases = [param(fixture("egraphs", "conv_pairs3.json"), fixture_optimum("conv_pairs3"))]
+    if (path := shared("egraphs", "tensat_resnet50.json")) is not None:
+        cases.append(param(path, 4.38579, source="shared"))
+    return cases
 
 
 def block(base: int, x_input: list[int]) -> list[tuple[int, list[int], float]]:
@@ -154,13 +163,13 @@ def test_decomposed_extraction_matches_the_whole_ilp() -> None:
     assert split_some >= 10
 
 
-@pytest.mark.skipif(not (DATA / "tensat_resnet50.json").exists(), reason="no ../shared data")
-def test_cyclic_resnet50_is_proved_optimal_piece_by_piece() -> None:
-    p = load_json(DATA / "tensat_resnet50.json")
+@pytest.mark.parametrize(("path", "optimum"), cyclic_egraphs())
+def test_a_cyclic_egraph_is_proved_optimal_piece_by_piece(path: Path, optimum: float) -> None:
+    p = load_json(path)
     r = extract(p, solver="highs", time_limit=60)
     assert r.stats["pieces"] > 1
     assert r.status == "optimal"
-    assert r.cost == pytest.approx(4.38579, rel=1e-5)  # CPLEX's 10 h optimum
+    assert r.cost == pytest.approx(optimum, rel=1e-5)
 
 
 def reach(succ: dict[int, list[int]], root: int, without: int | None = None) -> set[int]:

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from reference_data import egraph_facts, fixture, param, shared
 from tensat_py.egraph import ExtractionProblem, load_json, save_json
-
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "egraphs"
 
 
 def write(tmp_path: Path, data: dict) -> Path:
@@ -74,7 +73,8 @@ def test_save_without_names(tmp_path: Path) -> None:
     [
         (lambda d: d["nodes"]["f"]["children"].append("nope"), "child 'nope' is not a node"),
         (lambda d: d["nodes"]["g"].pop("eclass"), "node 'g': missing \"eclass\""),
-        (lambda d: d["nodes"]["x"].update(cost=-1), "node 'x': cost -1"),
+        (lambda d: d["nodes"]["x"].update(cost=float("nan")), "node 'x': cost nan"),
+        (lambda d: d["nodes"]["x"].update(cost=float("inf")), "node 'x': cost inf"),
         (lambda d: d["nodes"]["x"].update(cost="1"), "node 'x': cost '1'"),
         (lambda d: d.update(root_eclasses=["zz"]), "root class 'zz'"),
         (lambda d: d.pop("root_eclasses"), "root_eclasses"),
@@ -104,12 +104,36 @@ def test_validate_reports_node() -> None:
         p.validate()
 
 
-def test_real_file_round_trip(tmp_path: Path) -> None:
-    path = DATA / "tensat_vgg_acyclic.json"
-    if not path.exists():
-        pytest.skip(f"reference e-graphs not present ({DATA})")
+def real_files() -> list:
+    """``(path, nodes, classes)``: our dumped fixture e-graphs (counts taken from the raw
+    JSON by tests/fixtures/make_fixtures.py) and, beside a development checkout, Tensat's
+    VGG e-graph from ../shared/data/egraphs."""
+    facts = egraph_facts()
+    cases = [
+        param(fixture("egraphs", f"{name}.json"), facts[name]["nodes"], facts[name]["classes"])
+        for name in ("conv_pairs2", "conv_pairs3_acyclic")
+    ]
+    if (path := shared("egraphs", "tensat_vgg_acyclic.json")) is not None:
+        cases.append(param(path, 112, 96, source="shared"))
+    return cases
+
+
+@pytest.mark.parametrize(("path", "nodes", "classes"), real_files())
+def test_real_file_round_trip(tmp_path: Path, path: Path, nodes: int, classes: int) -> None:
     p = load_json(path)
-    assert p.num_nodes == 112 and p.num_classes == 96
-    save_json(p, tmp_path / "vgg.json")
-    q = load_json(tmp_path / "vgg.json")
+    assert p.num_nodes == nodes and p.num_classes == classes
+    save_json(p, tmp_path / "again.json")
+    q = load_json(tmp_path / "again.json")
     assert q.node_children == p.node_children and q.node_cost == p.node_cost
+    assert q.node_op == p.node_op and q.roots == p.roots
+    assert q.forbidden_set() == p.forbidden_set()
+
+
+def test_nodes_the_cycle_filter_forbade_are_read_back() -> None:
+    # Our optimiser's dump of an e-graph with the efficient cycle filter names the nodes it
+    # filtered in "tensat_forbidden"; the loader marks exactly those.
+    path = fixture("egraphs", "conv_pairs3_acyclic.json")
+    raw = json.loads(path.read_text())
+    p = load_json(path)
+    assert raw["tensat_forbidden"]
+    assert {p.node_names[i] for i in p.forbidden_set()} == set(raw["tensat_forbidden"])

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensat_py
+from reference_data import FIXTURES
+from reference_data import SHARED as SHARED_DATA
 from tensat_py.frontends.hlo import (
     HloParseError,
     HloTranslateError,
@@ -28,9 +30,12 @@ from tensat_py.graph import Graph
 from tensat_py.runtime.numpy_exec import run as np_run
 from tensat_py.runtime.xla_exec import run_text
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "hlo"
+SHARED = SHARED_DATA / "hlo"  # beside a development checkout only
 REPO = Path(__file__).resolve().parents[1]
 JAX_MODULES = REPO / "bench" / "hlo_modules"
+# Our own modules: written by hand (long `%name` form with layouts, metadata and tuples,
+# as XLA prints them, and a short one) and one lowered by JAX (tests/fixtures/README.md).
+HLO_FIXTURES = FIXTURES / "hlo"
 BIG = "efficientnet"  # the whole EfficientNet forward pass (batch 250): bench only
 
 LONG_FORM = """HloModule long_form, entry_computation_layout={(f32[2,3]{1,0}, (f32[3]{0}, s32[]))->(f32[2,3]{1,0}, f32[])}
@@ -71,17 +76,30 @@ ENTRY main {
 """
 
 
-def _shared(name: str) -> Path:
-    p = SHARED / name
-    if not p.is_file():
-        pytest.skip(f"reference data {SHARED} is absent (a fresh clone has no ../shared)")
-    return p
+def _fixture_files() -> list[Path]:
+    """Our HLO fixtures (tests/fixtures/hlo)."""
+    files = sorted(HLO_FIXTURES.glob("*.hlo"))
+    assert files, f"no HLO fixtures in {HLO_FIXTURES}"
+    return files
 
 
 def _shared_files() -> list[Path]:
+    """The reference modules in ../shared/data/hlo, beside a development checkout only."""
     if not SHARED.is_dir():
         return []
     return sorted(SHARED.glob("*.hlo"))
+
+
+def _modules(*, big: bool = False) -> list[Path]:
+    """Our fixtures and (where present) the reference modules; the whole EfficientNet only
+    with ``big``."""
+    return _fixture_files() + [p for p in _shared_files() if big or BIG not in p.name]
+
+
+def _ids(p: Path) -> str:
+    """``fixture:<name>``, ``shared:<name>`` or ``bench:<name>``."""
+    source = {SHARED: "shared", JAX_MODULES: "bench"}.get(p.parent, "fixture")
+    return f"{source}:{p.name}"
 
 
 # ------------------------------------------------------------------ parser and printer
@@ -99,7 +117,7 @@ def test_print_then_parse_gives_the_same_module() -> None:
     assert parse_module(print_module(m)) == m
 
 
-@pytest.mark.parametrize("path", _shared_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", _modules(big=True), ids=_ids)
 def test_shared_modules_round_trip_through_the_printer(path: Path) -> None:
     m = parse_file(path)
     again = parse_module(print_module(m))
@@ -336,11 +354,7 @@ def test_hlo_dialect_numpy_semantics_match_xla(case: str) -> None:
     np.testing.assert_allclose(run_text(dumps(g), args)[0], want, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize(
-    "path",
-    [p for p in _shared_files() if BIG not in p.name] + sorted(JAX_MODULES.glob("*.hlo")),
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("path", _modules() + sorted(JAX_MODULES.glob("*.hlo")), ids=_ids)
 def test_translation_is_exact_original_text_and_printed_graph_agree_in_xla(path: Path) -> None:
     g = tensat_py.load(str(path))
     args = random_args(g, seed=2)
@@ -412,9 +426,7 @@ def test_cli_optimize_writes_hlo_and_json(tmp_path: Path) -> None:
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in _shared_files() if BIG not in p.name], ids=lambda p: p.name
-)
+@pytest.mark.parametrize("path", _modules(), ids=_ids)
 def test_shared_modules_optimise_and_verify_through_xla(path: Path) -> None:
     g = tensat_py.load(str(path))
     r = tensat_py.optimize(g, extractor="greedy", time_limit=10)
@@ -424,10 +436,24 @@ def test_shared_modules_optimise_and_verify_through_xla(path: Path) -> None:
     assert rep.max_rel_error <= 1e-5
 
 
-def test_big_shared_module_loads_and_round_trips_to_the_same_graph() -> None:
-    path = _shared("hloenv_efficientnet_forward_73conv_large.hlo")
+def _big_modules() -> list:
+    """``(path, convolutions)``: our JAX-lowered CNN and, beside a development checkout,
+    the whole EfficientNet forward pass from ../shared/data/hlo."""
+    cases = [pytest.param(HLO_FIXTURES / "jax_small_cnn.hlo", 6, id="fixture:jax_small_cnn")]
+    big = SHARED / "hloenv_efficientnet_forward_73conv_large.hlo"
+    if big.is_file():
+        cases.append(pytest.param(big, 73, id="shared:efficientnet"))
+    return cases
+
+
+@pytest.mark.parametrize(("path", "convolutions"), _big_modules())
+def test_big_shared_module_loads_and_round_trips_to_the_same_graph(
+    path: Path, convolutions: int
+) -> None:
     g = tensat_py.load(str(path))
-    assert g.op_counts()["convolution"] == 73
+    # the module's own count, by its text: one `convolution(` per convolution instruction
+    assert path.read_text().count(" convolution(") == convolutions
+    assert g.op_counts()["convolution"] == convolutions
     again = loads(dumps(g))
     assert _live_ops(again) == _live_ops(g)
 

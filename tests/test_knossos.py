@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from reference_data import fixture, param, shared
 from tensat_py import _core
 from tensat_py.cli import main
 from tensat_py.frontends.knossos import KsProgram, optimize_program
@@ -20,15 +21,18 @@ from tensat_py.frontends.knossos.syntax import (
     print_program,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-KS_FILES = sorted((DATA / "knossos").glob("*.ks")) + [DATA / "rlo" / "blas_train.kso"]
-needs_data = pytest.mark.skipif(
-    not (DATA / "rlo" / "blas_train.kso").is_file(), reason="../shared/data is absent"
-)
+# Our hand-written programs (tests/fixtures/knossos) and, beside a development checkout,
+# real Knossos programs and RLO's BLAS training set from ../shared/data.
+KERNELS = fixture("knossos", "vector_kernels.kso")
+KS_FILES = [param(fixture("knossos", "syntax_tour.ks")), param(KERNELS)]
+if (_ks := shared("knossos")) is not None:
+    KS_FILES += [param(p, source="shared") for p in sorted(_ks.glob("*.ks"))]
+BLAS = shared("rlo", "blas_train.kso")
+if BLAS is not None:
+    KS_FILES.append(param(BLAS, source="shared"))
 
 
-@needs_data
-@pytest.mark.parametrize("path", KS_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", KS_FILES)
 def test_shared_ks_files_parse_and_round_trip(path: Path) -> None:
     prog = parse_file(str(path))
     again = parse_text(print_program(prog), "printed.ks")
@@ -123,26 +127,40 @@ def test_inline_call_uses_the_callee_body() -> None:
     assert f.cost_before == pytest.approx(1 + 2 + 2)
 
 
-@needs_data
-def test_cli_optimises_blas_defs_and_writes_ks(tmp_path: Path) -> None:
+def _kso_files() -> list:
+    """``(path, some def names, a def that must change)``: our hand-written kernels and,
+    beside a development checkout, RLO's BLAS training set."""
+    cases = [param(KERNELS, {"axpby", "first_scaled"}, "first_scaled")]
+    if BLAS is not None:
+        cases.append(param(BLAS, {"axpy", "gemm"}, "gemm", source="shared"))
+    return cases
+
+
+@pytest.mark.parametrize(("src", "names", "must_change"), _kso_files())
+def test_cli_optimises_blas_defs_and_writes_ks(
+    tmp_path: Path, src: Path, names: set[str], must_change: str
+) -> None:
     out = tmp_path / "out.ks"
-    src = DATA / "rlo" / "blas_train.kso"
     r = CliRunner().invoke(main, ["optimize", str(src), "-o", str(out), "--json"])
     assert r.exit_code == 0, r.output
     obj = json.loads(r.output)
     assert obj["cost_after"] < obj["cost_before"]
-    assert {d["name"] for d in obj["defs"]} >= {"axpy", "gemm"}
+    assert {d["name"] for d in obj["defs"]} >= names
     assert all(d["status"] != "failed-verification" for d in obj["defs"])
     v = obj["verify"]  # the evaluator's verdict on every changed def
     assert v["runner"] == "knossos-evaluator" and v["passed"] and not v["failed"]
     changed = {d["name"] for d in obj["defs"] if d["status"] == "optimised"}
-    assert set(v["verified"]) == changed and "gemm" in changed
+    assert set(v["verified"]) == changed and must_change in changed
     assert len(parse_file(str(out)).defs) == len(parse_file(str(src)).defs)
 
 
-@needs_data
-def test_optimize_on_a_ks_file_points_to_optimize_program() -> None:
+@pytest.mark.parametrize(
+    "path",
+    [param(fixture("knossos", "syntax_tour.ks"))]
+    + ([param(p, source="shared")] if (p := shared("knossos", "test__ksc__gmm.ks")) else []),
+)
+def test_optimize_on_a_ks_file_points_to_optimize_program(path: Path) -> None:
     import tensat_py
 
     with pytest.raises(TypeError, match="optimize_program"):
-        tensat_py.optimize(str(DATA / "knossos" / "test__ksc__gmm.ks"))
+        tensat_py.optimize(str(path))

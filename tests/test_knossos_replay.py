@@ -6,12 +6,14 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from reference_data import fixture, param, shared
 from tensat_py.frontends.knossos import replay as R
 from tensat_py.frontends.knossos.syntax import parse_file, parse_text
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-BLAS = DATA / "rlo" / "blas_train.kso"
-needs_data = pytest.mark.skipif(not BLAS.is_file(), reason="../shared/data is absent")
+# Our hand-written kernels with hand-written ; BEST lines (tests/fixtures/knossos) and,
+# beside a development checkout, RLO's BLAS training set from ../shared/data/rlo.
+KERNELS = fixture("knossos", "vector_kernels.kso")
+BLAS = shared("rlo", "blas_train.kso")
 
 SRC = """
 (def f (Vec Float) ((a : Float) (x : (Vec Float)))
@@ -73,18 +75,40 @@ def test_capture_avoiding_inline_renames_the_inner_binder() -> None:
     assert ok and msg == "verified", msg
 
 
-@needs_data
-def test_every_best_line_replays_and_verifies() -> None:
-    prog = parse_file(str(BLAS))
-    text = BLAS.read_text()
+def _best_files() -> list:
+    """``(path, BEST lines, functions, a function whose rlo line beats its expert line)``."""
+    cases = [param(KERNELS, 9, 5, "first_scaled")]
+    if BLAS is not None:
+        cases.append(param(BLAS, 158, 31, "rscl", source="shared"))
+    return cases
+
+
+@pytest.mark.parametrize(("path", "lines", "functions", "rlo_wins"), _best_files())
+def test_every_best_line_replays_and_verifies(
+    path: Path, lines: int, functions: int, rlo_wins: str
+) -> None:
+    prog = parse_file(str(path))
+    text = path.read_text()
     out = R.replay_all(prog, text, trials=2)
-    assert len(out) == 158
+    assert len(out) == lines == sum(ln.startswith("; BEST ") for ln in text.splitlines())
     for r in out:
         assert r.verified and r.message == "verified", (r.best.line, r.message)
     by = {(r.best.function, r.best.who): r.cost for r in out}
     start = {r.best.function for r in out}
-    assert len(start) == 31
-    assert by[("rscl", "rlo")] < by[("rscl", "expert")]
+    assert len(start) == functions
+    assert by[(rlo_wins, "rlo")] < by[(rlo_wins, "expert")]
+
+
+def test_replayed_kernels_reach_the_costs_worked_out_by_hand() -> None:
+    # RLO costs of our kernels after their BEST lines, priced by hand: first_scaled's rlo
+    # line leaves (mul a (index 0 x)) = mul 2 + index 1; len_scaled's leaves (size x) = 1;
+    # vscale without its let: build 2 + size 1 + 16 x (mul 2 + index 1) = 51.
+    prog = parse_file(str(KERNELS))
+    out = R.replay_all(prog, KERNELS.read_text(), trials=1)
+    cost = {(r.best.function, r.best.who): r.cost for r in out}
+    assert cost[("first_scaled", "rlo")] == pytest.approx(3.0)
+    assert cost[("len_scaled", "rlo")] == pytest.approx(1.0)
+    assert cost[("vscale", "expert")] == pytest.approx(51.0)
 
 
 def test_constant_folding_reaches_the_folded_literal() -> None:
@@ -126,14 +150,17 @@ def test_hoisting_moves_invariants_out_of_loops_only() -> None:
     assert ok and msg == "verified", msg
 
 
-@needs_data
-@pytest.mark.parametrize("name", ["rscl", "syr2"])
-def test_optimising_reaches_rlos_best(name: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [pytest.param(KERNELS, n, id=f"fixture:{n}") for n in ("first_scaled", "len_scaled", "axpby")]
+    + [pytest.param(BLAS, n, id=f"shared:{n}") for n in ("rscl", "syr2") if BLAS is not None],
+)
+def test_optimising_reaches_rlos_best(path: Path, name: str) -> None:
     from tensat_py.frontends.knossos import KsProgram, optimize_program
 
-    prog = parse_file(str(BLAS))
+    prog = parse_file(str(path))
     best = min(
-        r.cost for r in R.replay_all(prog, BLAS.read_text(), trials=1) if r.best.function == name
+        r.cost for r in R.replay_all(prog, path.read_text(), trials=1) if r.best.function == name
     )
     res = optimize_program(KsProgram(prog), only={name}).defs[0]
     assert res.message == "verified"

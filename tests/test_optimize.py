@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import tensat_py
 from click.testing import CliRunner
+from reference_data import fixture, param, shared
 from tensat_py.builder import GraphBuilder
 from tensat_py.cli import main
 
-TASO_MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "taso-models"
-needs_models = pytest.mark.skipif(
-    not TASO_MODELS.is_dir(), reason=f"TASO .model files not found at {TASO_MODELS}"
-)
+# Our hand-written TASO models (tests/fixtures/taso) and, beside a development checkout,
+# Tensat's (../shared/data/taso-models).
+TASO_MODELS = shared("taso-models")
 
 
 def _shared_input_matmuls() -> tensat_py.Graph:
@@ -83,10 +83,17 @@ def test_nasrnn_verifies_and_costs_no_more() -> None:
     assert res.verify is not None and res.verify.passed
 
 
-@needs_models
-@pytest.mark.parametrize("name", ["squeezenet", "vgg", "inceptionv3"])
-def test_taso_models_verify_and_cost_no_more(name: str) -> None:
-    g = tensat_py.load(str(TASO_MODELS / f"{name}.model"))
+@pytest.mark.parametrize(
+    "path",
+    [param(fixture("taso", f"mini_{n}.model")) for n in ("squeezenet", "inception", "mobile")]
+    + [
+        param(TASO_MODELS / f"{n}.model", source="shared")
+        for n in ("squeezenet", "vgg", "inceptionv3")
+        if TASO_MODELS is not None
+    ],
+)
+def test_taso_models_verify_and_cost_no_more(path: Path) -> None:
+    g = tensat_py.load(str(path))
     res = tensat_py.optimize(g, extractor="ilp", time_limit=20.0)
     assert res.candidate_cost <= res.cost_before and not res.fell_back, res.message
     assert res.verify is not None and res.verify.passed
@@ -97,6 +104,14 @@ def test_cli_json_has_the_documented_keys() -> None:
     assert out.exit_code == 0, out.output
     obj = json.loads(out.stdout)
     assert set(obj) == {
+        "cost_model",
+        "device",
+        "unit",
+        "speedup",
+        "speedup_kind",
+        "speedup_basis",
+        "measured",
+        "operators",
         "cost_before",
         "cost_after",
         "extraction_status",

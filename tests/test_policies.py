@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensat_py
 from click.testing import CliRunner
+from reference_data import fixture, param, shared
 from tensat_py import _core, models
 from tensat_py.builder import GraphBuilder
 from tensat_py.cli import main
@@ -27,10 +28,9 @@ needs_lgb = pytest.mark.skipif(
 needs_gym = pytest.mark.skipif(
     not HAVE_GYM, reason="gymnasium not installed (pip install 'tensat-py[learn]')"
 )
-RLO = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "rlo"
-needs_rlo = pytest.mark.skipif(
-    not (RLO / "value_dataset.json").is_file(), reason=f"RLO data not found at {RLO}"
-)
+# RLO's value data set (../shared/data/rlo, beside a development checkout only) and our own
+# points in its layout (tests/fixtures/rlo).
+RLO_VALUES = shared("rlo", "value_dataset.json")
 KS_RULES = "knossos_simplify+knossos_binding"
 
 
@@ -167,12 +167,38 @@ def test_term_features_have_a_fixed_size() -> None:
     assert b[5] == 0 and a[0] == 3
 
 
-@needs_rlo
-def test_every_value_dataset_expression_parses_and_prices() -> None:
-    data = A.load_value_dataset(RLO / "value_dataset.json")
-    assert len(data) == 6519
+@pytest.mark.parametrize(
+    ("path", "points"),
+    [param(fixture("rlo", "value_points.json"), 8)]
+    + ([param(RLO_VALUES, 6519, source="shared")] if RLO_VALUES else []),
+)
+def test_every_value_dataset_expression_parses_and_prices(path: Path, points: int) -> None:
+    data = A.load_value_dataset(path)
+    assert len(data) == points
     for e in sorted({e for _, e, _ in data})[:200]:
         assert A.rlo_cost(A.parse_rlo(e)) > 0
+
+
+# Our value points' RLO costs, worked out by hand (add/sub 1, mul/div 2, exp/log 4, let 0.1).
+HAND_COSTS = {
+    "(let (v (add x 1.0)) v)": 0.1 + 1,
+    "(mul x 1.0)": 2.0,
+    "(add (div x x) y)": 1 + 2.0,
+    "(let (a (mul x y)) (add a a))": 0.1 + 2 + 1,
+    "(sub x x)": 1.0,
+    "(log (add (exp x) (exp y)))": 4 + 1 + 4 + 4.0,
+    "(div (let (w (mul x x)) (add w 1.0)) x)": 2 + 0.1 + 2 + 1.0,
+}
+
+
+def test_value_points_load_with_their_fields_and_price_as_worked_out_by_hand() -> None:
+    data = A.load_value_dataset(fixture("rlo", "value_points.json"))
+    assert data[0] == (1, "(let (v (add x 1.0)) v)", 0.0)
+    assert {e for _, e, _ in data} == set(HAND_COSTS)
+    for time_left, e, target in data:
+        cost = A.rlo_cost(A.parse_rlo(e))
+        assert cost == pytest.approx(HAND_COSTS[e]), e
+        assert time_left >= 1 and 0.0 <= target <= cost  # a reduction, at most the cost
 
 
 @needs_lgb

@@ -1,16 +1,24 @@
-"""TASO .model loader: the reference files load whole; malformed files fail clearly."""
-
-from pathlib import Path
+"""TASO .model loader: whole files load (our hand-written ones in tests/fixtures/taso and,
+beside a development checkout, Tensat's in ../shared/data/taso-models); malformed files
+fail clearly."""
 
 import numpy as np
 import pytest
+from reference_data import fixture, param, shared
 from tensat_py.frontends.taso_model import TasoModelError, load, loads
 from tensat_py.runtime import random_feeds, run
 
-DATA = Path(__file__).parents[1] / ".." / "shared" / "data" / "taso-models"
-needs_data = pytest.mark.skipif(
-    not DATA.is_dir(), reason="reference data ../shared/data/taso-models is absent"
-)
+DATA = shared("taso-models")
+
+
+def models(ours: list[tuple], theirs: list[tuple]) -> list:
+    """Parameters ``(path, *values)``: our fixture models (``mini_<name>.model``), then
+    Tensat's (``<name>.model``) where ../shared/data/taso-models is present."""
+    cases = [param(fixture("taso", f"mini_{name}.model"), *v) for name, *v in ours]
+    if DATA is not None:
+        cases += [param(DATA / f"{name}.model", *v, source="shared") for name, *v in theirs]
+    return cases
+
 
 CONCATS = ("concat", "concat3", "concat4", "concat5")
 
@@ -19,42 +27,77 @@ def concats(counts):
     return sum(counts.get(op, 0) for op in CONCATS)
 
 
-@needs_data
 @pytest.mark.parametrize(
-    "name,expect,out_shape",
-    [
-        ("inceptionv3", {"conv2d": 94, "concat": 30, "poolmax": 5, "poolavg": 9}, (1, 2048, 1, 1)),
-        ("squeezenet", {"conv2d": 26, "concat": 8, "relu": 26}, (1, 1000)),
-        ("vgg", {"conv2d": 16, "matmul": 3, "poolmax": 5}, (1, 1000)),
-    ],
+    "path,expect,out_shape,batch",
+    models(
+        [
+            # a six-way concat: concat5 plus a two-way tail
+            ("inception", {"conv2d": 10, "concat": 2, "poolmax": 1, "poolavg": 2}, (1, 10), 1),
+            ("squeezenet", {"conv2d": 8, "concat": 2, "poolmax": 1, "poolavg": 1}, (1, 10), 1),
+            ("bts", {"matmul": 3, "transpose": 2, "reshape": 2, "tanh": 1}, (16, 32), 16),
+            ("mobile", {"conv2d": 3, "batchnorm": 3, "relu": 1}, (1, 8, 6, 6), 1),
+        ],
+        [
+            (
+                "inceptionv3",
+                {"conv2d": 94, "concat": 30, "poolmax": 5, "poolavg": 9},
+                (1, 2048, 1, 1),
+                1,
+            ),
+            ("squeezenet", {"conv2d": 26, "concat": 8, "relu": 26}, (1, 1000), 1),
+            ("vgg", {"conv2d": 16, "matmul": 3, "poolmax": 5}, (1, 1000), 1),
+        ],
+    ),
 )
-def test_reference_models_load_whole(name, expect, out_shape):
-    g = load(DATA / f"{name}.model")
+def test_reference_models_load_whole(path, expect, out_shape, batch):
+    g = load(path)
     counts = g.op_counts()
     for op, n in expect.items():
         assert (concats(counts) if op == "concat" else counts.get(op, 0)) == n, op
     assert [t.shape for t in g.output_types()] == [out_shape]
-    assert g[g.inputs()[0]].type.shape[0] == 1
+    assert g[g.inputs()[0]].type.shape[0] == batch
     # every operator of the file except pooling placeholders became a node
-    lines = (DATA / f"{name}.model").read_text().split("\n")
+    lines = path.read_text().split("\n")
     n_ops = len([k for k in range(0, len(lines) - 3, 4)])
     placeholders = counts.get("poolmax", 0) + counts.get("poolavg", 0)
     extra = sum(1 for n in g if n.name.endswith("_tail"))  # nested >5-way concats
     assert len(g) - extra == n_ops - placeholders
 
 
-@needs_data
-def test_squeezenet_runs():
-    g = load(DATA / "squeezenet.model")
+@pytest.mark.parametrize(
+    "path,out_shape", models([("squeezenet", (1, 10))], [("squeezenet", (1, 1000))])
+)
+def test_squeezenet_runs(path, out_shape):
+    g = load(path)
     (out,) = run(g, random_feeds(g))
-    assert out.shape == (1, 1000) and np.isfinite(out).all()
+    assert out.shape == out_shape and np.isfinite(out).all()
 
 
-@needs_data
-def test_other_reference_models_load():
-    g = load(DATA / "bts.model")  # BERT-like: transposes in the older format
-    assert g.op_counts()["matmul"] == 48
-    assert load(DATA / "mobilenetv2.model").op_counts()["batchnorm"] == 53
+@pytest.mark.parametrize(
+    "path,op,count",
+    # BERT-like: transposes in the older format (and ours one in the newer); batch norms
+    models(
+        [("bts", "matmul", 3), ("mobile", "batchnorm", 3)],
+        [("bts", "matmul", 48), ("mobilenetv2", "batchnorm", 53)],
+    ),
+)
+def test_other_reference_models_load(path, op, count):
+    assert load(path).op_counts()[op] == count
+
+
+def test_both_transpose_layouts_give_the_permutation() -> None:
+    # mini_bts.model: guid 204 in the older layout (permutation, shuffle), guid 207 in the
+    # newer (ndim, permutation, shuffle); both swap the first two axes.
+    g = load(fixture("taso", "mini_bts.model"))
+    perms = {n.name: n.params["perm"] for n in g if n.op == "transpose"}
+    assert perms == {"transpose_204": (1, 0, 2), "transpose_207": (1, 0, 2)}
+
+
+def test_a_bias_nothing_reads_is_kept_as_a_dead_weight() -> None:
+    g = load(fixture("taso", "mini_mobile.model"))
+    live = g.live()
+    dead = [n for i, n in enumerate(g.nodes) if n.op == "weight" and not live[i]]
+    assert [n.name for n in dead] == ["w_423"]
 
 
 SMALL = """100
@@ -122,9 +165,11 @@ def test_missing_file():
         load("/nonexistent/x.model")
 
 
-@needs_data
-def test_inceptionv3_runs_in_float32():
-    g = load(DATA / "inceptionv3.model")
+@pytest.mark.parametrize(
+    "path,out_shape", models([("inception", (1, 10))], [("inceptionv3", (1, 2048, 1, 1))])
+)
+def test_inceptionv3_runs_in_float32(path, out_shape):
+    g = load(path)
     (out,) = run(g, random_feeds(g, dtype="float32"))
-    assert out.shape == (1, 2048, 1, 1) and out.dtype == np.float32
+    assert out.shape == out_shape and out.dtype == np.float32
     assert np.isfinite(out).all() and np.abs(out).max() > 0

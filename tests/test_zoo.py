@@ -4,8 +4,11 @@ Tensat ships as TASO ``.model`` files have the same main-operator counts as ours
 from pathlib import Path
 
 import pytest
+from reference_data import SHARED, fixture, skip_reason
 from tensat_py import models
+from tensat_py.builder import GraphBuilder
 from tensat_py.frontends.taso_model import load as load_model
+from tensat_py.graph import Graph
 
 NAMES = ["bert", "nasrnn", "nasneta", "resnext50", "inceptionv3", "squeezenet", "vgg19", "resnet50"]
 
@@ -56,29 +59,60 @@ def test_published_structure():
     assert models.get("resnet50").op_counts()["conv2d"] == 53
 
 
-TASO_MODELS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "taso-models"
+TASO_MODELS = SHARED / "taso-models"
 
 
-def _taso_dir() -> Path:
-    # Relative to the checkout, not the installed package (CI installs a wheel).
+def _taso_dir() -> Path | None:
+    """Tensat's .model files: relative to the checkout, else where the installed package
+    finds them (``TENSAT_TASO_MODELS``, or ../shared beside it; CI installs a wheel)."""
     if TASO_MODELS.is_dir():
         return TASO_MODELS
-    d = models.taso_model_dir()
+    return models.taso_model_dir()
+
+
+def _tensat_models() -> list:
+    """``(zoo name, Tensat's file)``; one skipped case where no .model files are found."""
+    d = _taso_dir()
     if d is None:
-        pytest.skip(f"{TASO_MODELS} is absent: no TASO .model files to compare")
-    return d
+        why = skip_reason("Tensat's TASO .model files", "taso-models", "taso")
+        why += " (or set TENSAT_TASO_MODELS to a folder holding them)"
+        return [pytest.param(None, None, marks=pytest.mark.skip(reason=why), id="no-tensat-models")]
+    files = [("inceptionv3", "inceptionv3"), ("squeezenet", "squeezenet"), ("vgg19", "vgg")]
+    return [pytest.param(name, d / f"{file}.model", id=name) for name, file in files]
 
 
-@pytest.mark.parametrize(
-    "name,file", [("inceptionv3", "inceptionv3"), ("squeezenet", "squeezenet"), ("vgg19", "vgg")]
-)
-def test_same_main_ops_as_tensat_model(name, file):
-    path = _taso_dir() / f"{file}.model"
+@pytest.mark.parametrize("name,path", _tensat_models())
+def test_same_main_ops_as_tensat_model(name: str, path: Path) -> None:
     if not path.is_file():
         pytest.skip(f"{path} is absent")
-    ours = models.get(name)
-    theirs = load_model(path)
+    _same_main_ops(models.get(name), load_model(path))
+
+
+def _same_main_ops(ours: Graph, theirs: Graph) -> None:
+    """Equal main-operator counts, output shapes and first-input shape."""
     assert main_counts(ours.op_counts()) == main_counts(theirs.op_counts())
     assert [t.shape for t in ours.output_types()] == [t.shape for t in theirs.output_types()]
     assert ours.inputs() and theirs.inputs()
     assert ours[ours.inputs()[0]].shape == theirs[theirs.inputs()[0]].shape
+
+
+def _mini_squeezenet() -> Graph:
+    """tests/fixtures/taso/mini_squeezenet.model, built again with the GraphBuilder: a
+    stride-2 stem, a max pool, two fire modules, a 1x1 classifier and a global average."""
+    b = GraphBuilder()
+    x = b.input((1, 3, 32, 32))
+    h = b.conv2d(x, b.weight((16, 3, 3, 3)), stride=2, padding="same", act="relu")
+    h = b.poolmax(h, (3, 3), (2, 2), padding="same")
+    for _ in range(2):
+        s = b.conv2d(h, b.weight((4, 16, 1, 1)), stride=1, padding="same", act="relu")
+        e1 = b.conv2d(s, b.weight((8, 4, 1, 1)), stride=1, padding="same", act="relu")
+        e3 = b.conv2d(s, b.weight((8, 4, 3, 3)), stride=1, padding="same", act="relu")
+        h = b.concat(1, [e1, e3])
+    h = b.conv2d(h, b.weight((10, 16, 1, 1)), stride=1, padding="same", act="relu")
+    h = b.poolavg(h, (8, 8), (1, 1), padding="valid")
+    return b.finish([b.reshape(h, (1, 10))])
+
+
+def test_same_main_ops_as_a_hand_written_model() -> None:
+    # The same comparison on a network we wrote both as a .model file and with the builder.
+    _same_main_ops(_mini_squeezenet(), load_model(fixture("taso", "mini_squeezenet.model")))
