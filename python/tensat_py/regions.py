@@ -275,34 +275,36 @@ def _whole(graph: Graph, flow: list[int], live: list[bool]) -> Partition:
 
 
 def _segments(graph: Graph, flow: list[int]) -> list[list[int]]:
-    """Run-time operators split after each cut point (see the module docstring). Graph
-    inputs count as values open from the start until their last reader, as an earlier
-    region's value would: the first layer of a stack is then cut as the others are."""
-    inputs = [i for i in graph.inputs() if any(i in graph.nodes[j].inputs for j in flow)]
-    flow = inputs + flow
+    """Run-time operators split after each cut point (see the module docstring). A graph
+    input counts as a value open from its first reader to its last, as a value of an
+    earlier region would be: the first layer of a stack is cut as the others are, and the
+    weights of a module that takes them as inputs (JAX's HLO) block no cut."""
     pos = {i: k for k, i in enumerate(flow)}
     end = len(flow)
+    first: dict[int, int] = {}
     last = dict.fromkeys(flow, -1)
     for k, i in enumerate(flow):
         for j in graph.nodes[i].inputs:
             if j in pos:
                 last[j] = max(last[j], k)
+            elif graph.nodes[j].op == "input":
+                first.setdefault(j, k)
+                last[j] = k
     for o in graph.outputs:
-        if o in pos:
+        if o in last:
             last[o] = end
-    # Values open after position k: defined at or before k, read after k.
-    starts = [0] * (end + 1)
-    for i, k in pos.items():
+    # opened[k] - closed[k]: how many values are open after position k (defined or first
+    # read at or before k, read after k).
+    delta = [0] * (end + 1)
+    for i, k in [*pos.items(), *first.items()]:
         if last[i] > k:
-            starts[k] += 1
-            starts[last[i]] -= 1
+            delta[k] += 1
+            delta[last[i]] -= 1
     segments: list[list[int]] = []
     current: list[int] = []
     open_now = 0
     for k, i in enumerate(flow):
-        open_now += starts[k]
-        if k < len(inputs):
-            continue  # a graph input opens its interval, and is no operator
+        open_now += delta[k]
         current.append(i)
         only_me = open_now == 1 and last[i] > k
         if only_me and isinstance(graph.nodes[i].type, TensorType) and k < end - 1:
