@@ -95,7 +95,13 @@ def main(ctx: click.Context) -> None:
 @click.option(
     "--k-multi", default=1, show_default=True, help="Iterations with multi-pattern rules."
 )
-@click.option("--node-limit", default=50_000, show_default=True, help="E-node limit.")
+@click.option(
+    "--node-limit",
+    type=int,
+    default=None,
+    help="E-node limit (default: 150 per operator of the program or region explored, at "
+    "most 50,000).",
+)
 @click.option("--iter-limit", default=15, show_default=True, help="Iteration limit.")
 @click.option(
     "--time-limit",
@@ -178,7 +184,7 @@ def optimize(
     target: str,
     rules: str | None,
     k_multi: int,
-    node_limit: int,
+    node_limit: int | None,
     iter_limit: int,
     time_limit: float,
     cycle_filter: str,
@@ -216,7 +222,7 @@ def optimize(
     try:
         options.validate_optimize_options(
             k_multi=k_multi,
-            node_limit=node_limit,
+            node_limit=node_limit if node_limit is not None else 1,
             iter_limit=iter_limit,
             time_limit=time_limit,
             cycle_filter=cycle_filter,
@@ -226,7 +232,8 @@ def optimize(
             device=device,
             cost_model=cost_model,
         )
-        options.check_explores("node_limit", node_limit)
+        if node_limit is not None:
+            options.check_explores("node_limit", node_limit)
         options.check_explores("iter_limit", iter_limit)
         for path in (output, dump_egraph):
             if path:
@@ -334,7 +341,7 @@ def _count_save(result: Any, budget: Any) -> None:
 def _optimize_ks(
     prog: Any,
     rules: str | None,
-    node_limit: int,
+    node_limit: int | None,
     iter_limit: int,
     time_limit: float,
     no_verify: bool,
@@ -352,7 +359,7 @@ def _optimize_ks(
     res = optimize_program(
         prog,
         rules=rules,
-        node_limit=min(node_limit, 20_000),
+        node_limit=min(node_limit or 20_000, 20_000),
         iter_limit=iter_limit,
         time_limit=min(time_limit, 8.0),
         verify=not no_verify,

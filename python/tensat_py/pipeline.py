@@ -172,7 +172,7 @@ def optimize(
     *,
     rules: str | Path | _core.RuleSet | Sequence[str | Path | _core.RuleSet] | None = None,
     k_multi: int = 1,
-    node_limit: int = 50_000,
+    node_limit: int | None = None,
     iter_limit: int = 15,
     time_limit: float = 60.0,
     cycle_filter: CycleFilter = "efficient",
@@ -201,7 +201,10 @@ def optimize(
             the front end that loaded ``graph`` (``Graph.meta["frontend"]``,
             :mod:`tensat_py.frontends`), else ``"taso"``.
         k_multi: iterations in which multi-pattern rules run (Tensat's k_multi; default 1).
-        node_limit: stop exploring at this many e-nodes (default 50,000).
+        node_limit: stop exploring at this many e-nodes. Default (``None``):
+            :data:`tensat_py.phases.NODES_PER_OPERATOR` (150) per operator of the program
+            explored (the whole input, or one region), at most
+            :data:`tensat_py.phases.NODE_LIMIT` (50,000); a number is the limit itself.
         iter_limit: maximum exploration iterations (default 15).
         time_limit: seconds for the whole optimisation (default 60): verification's
             reference run, exploration (at most half of what remains after reserving the
@@ -283,7 +286,7 @@ def optimize(
     with budget.phase("setup"):
         validate_optimize_options(
             k_multi=k_multi,
-            node_limit=node_limit,
+            node_limit=node_limit if node_limit is not None else phases.NODE_LIMIT,
             iter_limit=iter_limit,
             time_limit=time_limit,
             cycle_filter=cycle_filter,
