@@ -1,0 +1,160 @@
+"""Programs of real size (issue 42): regions explored once per class, one budget over the
+whole command, weights held out of folding and written one at a time."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import tensat_py
+from click.testing import CliRunner
+from tensat_py.budget import Budget
+from tensat_py.builder import GraphBuilder
+from tensat_py.cli import main
+from tensat_py.frontends.onnx.common import write_model
+from tensat_py.frontends.onnx.importer import without_idle_weights
+from tensat_py.regions import BOUNDARY, partition, stitch
+from tensat_py.verify import verify
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from gpt_stack import gpt_stack  # noqa: E402
+
+
+def _stack(layers: int, width: int = 16) -> tensat_py.Graph:
+    """``layers`` copies of a block whose two matmuls share their input (the merge Tensat
+    finds): y = relu(x @ a_i) + relu(x @ b_i), x <- y."""
+    b = GraphBuilder()
+    x = b.input((8, width), name="x")
+    for i in range(layers):
+        u = b.relu(b.matmul(x, b.weight((width, width), name=f"a{i}")))
+        v = b.relu(b.matmul(x, b.weight((width, width), name=f"b{i}")))
+        x = b.ewadd(u, v)
+    return b.finish([x])
+
+
+@pytest.fixture(scope="module")
+def gpt(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """GPT-2-style ONNX stacks (narrow: T=16, d=64) of 1 and 12 layers."""
+    out = {}
+    for n in (1, 12):
+        path = tmp_path_factory.mktemp("gpt") / f"gpt{n}.onnx"
+        onnx.save(gpt_stack(n, tokens=16, d_model=64, heads=4), path)
+        out[n] = path
+    return out
+
+
+# ----------------------------------------------------------------------------- regions
+def test_a_stack_of_equal_blocks_is_one_class() -> None:
+    g = _stack(6)
+    part = partition(g, min_operators=0)
+    assert len(part.regions) == 6 and part.num_classes == 1
+    st = part.stats(g)
+    assert st["explored_operators"] * 6 == st["operators"]
+    first, second = part.regions[0], part.regions[1]
+    # the second block reads the first's value as a boundary input; its weights are its own
+    sub = second.subgraph(g)
+    assert any(n.name.startswith(BOUNDARY) for n in sub.nodes if n.op == "input")
+    assert {n.name for n in sub.nodes if n.op == "weight"} == {"a1", "b1"}
+    assert first.key == second.key
+
+
+def test_stitching_each_region_back_gives_the_program_again() -> None:
+    g = _stack(5)
+    part = partition(g, min_operators=0)
+    same = stitch(g, part, [part.regions[c[0]].subgraph(g) for c in part.classes])
+    assert same.operator_counts() == g.operator_counts()
+    report = verify(g, same, dtype="float64")
+    assert report.passed and report.max_abs_error == 0.0
+
+
+def test_regions_optimise_every_copy_like_the_first() -> None:
+    g = _stack(8)
+    res = tensat_py.optimize(g, regions=True, extractor="ilp")
+    st = res.stats["regions"]
+    assert (st["regions"], st["classes"]) == (8, 1)
+    assert st["enodes_all_copies"] == 8 * st["enodes_explored"]
+    assert not res.fell_back and res.verify is not None and res.verify.passed
+    # every block's two matmuls were merged: one matmul per block at run time
+    assert res.graph.operator_counts(weight_only=False)["matmul"] == 8
+    # each copy got the rewrites of a one-block program
+    one = tensat_py.optimize(_stack(1), verify=False)
+    assert res.cost_after == pytest.approx(8 * one.cost_after, rel=1e-9)
+    # what a cut gives up: explored whole, each block's sum folds into the next block's
+    # (concatenated) weights
+    whole = tensat_py.optimize(g, regions=False, verify=False)
+    assert whole.cost_after < res.cost_after
+
+
+def test_a_small_program_is_optimised_whole_by_default() -> None:
+    res = tensat_py.optimize("bert", verify=False)
+    assert "regions" not in res.stats
+
+
+def test_a_gpt_stack_gets_the_one_layer_rewrites_in_every_layer(gpt: dict[int, Path]) -> None:
+    one = tensat_py.optimize(str(gpt[1]), device="cpu", min_gain=0.0, verify=False)
+    many = tensat_py.optimize(str(gpt[12]), device="cpu", min_gain=0.0, regions=True)
+    st = many.stats["regions"]
+    assert st["classes"] == 1 and st["regions"] == 12
+    gain_one = 1 - one.candidate_cost / one.cost_before
+    gain_many = 1 - many.candidate_cost / many.cost_before
+    assert gain_one > 0 and gain_many == pytest.approx(gain_one, rel=0.05)
+    assert many.verify is not None and many.verify.passed
+    assert "checked in float64" in many.verify.message
+
+
+# ----------------------------------------------------------------------------- budget
+def test_the_command_s_budget_counts_load_and_save(tmp_path: Path) -> None:
+    out = tmp_path / "o.onnx"
+    r = CliRunner().invoke(
+        main, ["optimize", "squeezenet", "--json", "--no-verify", "-o", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    st = json.loads(r.stdout)["stats"]
+    assert st["phase_seconds"]["load"] > 0 and st["phase_seconds"]["save"] > 0
+    assert abs(sum(st["phase_seconds"].values()) - st["total_seconds"]) < 0.1
+
+
+def test_budget_phases_add_up() -> None:
+    b = Budget(10.0)
+    with b.phase("a"):
+        pass
+    with pytest.raises(RuntimeError), b.phase("a"):
+        raise RuntimeError
+    assert list(b.seconds) == ["a"] and b.left() <= 10.0
+
+
+# ----------------------------------------------------------------------------- ONNX weights
+def test_idle_weights_are_held_out_of_folding(gpt: dict[int, Path]) -> None:
+    m = onnx.load(gpt[1])
+    light, held = without_idle_weights(m)
+    names = {t.name for t in held}
+    assert "l0_wq" in names and "heads_shape" not in names  # shapes are folded
+    assert light.ByteSize() < m.ByteSize() / 10
+    assert all(t.name in {i.name for i in light.graph.input} for t in held)
+
+
+def test_write_model_gives_the_bytes_of_serialise(gpt: dict[int, Path]) -> None:
+    m = onnx.load(gpt[1])
+    buf = io.BytesIO()
+    write_model(m, buf)
+    again = onnx.ModelProto()
+    again.ParseFromString(buf.getvalue())
+    assert again == m and len(buf.getvalue()) == m.ByteSize()
+
+
+def test_a_written_stack_runs_alike_in_onnxruntime(gpt: dict[int, Path], tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    out = tmp_path / "o.onnx"
+    r = CliRunner().invoke(main, ["optimize", str(gpt[12]), "--device", "cpu", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    a = ort.InferenceSession(str(gpt[12])).run(None, {"x": x})[0]
+    b = ort.InferenceSession(str(out)).run(None, {"x": x})[0]
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    assert out.stat().st_size <= 1.1 * gpt[12].stat().st_size
