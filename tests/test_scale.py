@@ -158,3 +158,24 @@ def test_a_written_stack_runs_alike_in_onnxruntime(gpt: dict[int, Path], tmp_pat
     b = ort.InferenceSession(str(out)).run(None, {"x": x})[0]
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
     assert out.stat().st_size <= 1.1 * gpt[12].stat().st_size
+
+
+# ----------------------------------------------------------------------------- anytime
+def test_a_bound_that_shows_no_gain_stops_the_ilp(gpt: dict[int, Path]) -> None:
+    res = tensat_py.optimize(str(gpt[1]), device="cpu", min_gain=0.5, verify=False)
+    assert res.candidate_status == "bound-stop"
+    assert res.extraction_status == "fallback-not-cheaper"
+    assert "critical-path lower bound" in res.message and res.graph is not None
+    assert res.stats["extraction_solve_seconds"] == 0.0
+
+
+def test_the_gap_option_reaches_the_solvers() -> None:
+    from tensat_py.extract.highs import gap_tolerance, relative_gap
+
+    assert relative_gap() == 1e-6
+    with gap_tolerance(0.05):
+        assert relative_gap() == 0.05
+    res = tensat_py.optimize("nasrnn", gap=0.05, verify=False)
+    assert res.candidate_cost < res.cost_before and res.candidate_status in ("optimal", "feasible")
+    with pytest.raises(ValueError, match="gap: must be a number in"):
+        tensat_py.optimize("nasrnn", gap=1.5)

@@ -148,6 +148,13 @@ def main(ctx: click.Context) -> None:
     "(default: the input format's; 0.02 for ONNX, 0 otherwise).",
 )
 @click.option(
+    "--gap",
+    type=float,
+    default=1e-6,
+    show_default=True,
+    help="The ILP stops at this proved relative gap to its lower bound (0.01: within 1 %).",
+)
+@click.option(
     "--confirm/--no-confirm",
     default=None,
     help="Time input and result side by side on onnxruntime and keep the result only if "
@@ -200,6 +207,7 @@ def optimize(
     min_gain: float | None,
     confirm: bool | None,
     quiet: bool,
+    gap: float = 1e-6,
     input_shape: tuple[str, ...] = (),
     cost_model: str | None = None,
     all_orders: bool = False,
@@ -234,6 +242,7 @@ def optimize(
         )
         if node_limit is not None:
             options.check_explores("node_limit", node_limit)
+        options.check_fraction("gap", gap)
         options.check_explores("iter_limit", iter_limit)
         for path in (output, dump_egraph):
             if path:
@@ -277,6 +286,7 @@ def optimize(
             **({"min_gain": min_gain} if min_gain is not None else {}),
             **({"confirm": confirm} if confirm is not None else {}),
             **({"mirror_once": False} if all_orders else {}),
+            gap=gap,
             budget=budget,
         )
         if output:

@@ -40,6 +40,7 @@ __all__ = [
     "check_choice",
     "check_count",
     "check_explores",
+    "check_fraction",
     "check_seconds",
     "check_zoo_name",
     "cli_spelling",
@@ -172,6 +173,18 @@ def check_explores(option: str, value: Any) -> int:
             "could be applied)"
         )
     return value
+
+
+def check_fraction(option: str, value: Any) -> float:
+    """``value`` as float when it is a number in ``[0, 1)``.
+
+    Raises:
+        ValueError: ``"gap: must be a number in [0, 1), got 2"``.
+    """
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not 0.0 <= value < 1.0:
+        raise ValueError(f"{option_name(option)}: must be a number in [0, 1), got {value!r}")
+    return float(value)
 
 
 def check_seconds(option: str, value: Any) -> float:

@@ -113,6 +113,7 @@ class Limits:
     extractor: str
     solver: str
     order_vars: str
+    gap: float = 1e-6
 
 
 @dataclass
@@ -213,6 +214,7 @@ def _explore_extract(
     deadline: float,
     dump_egraph: Any = None,
     check_estimate: bool = False,
+    keep_below: float | None = None,
 ) -> _Piece:
     """Saturates ``graph``'s e-graph (at most half the time to ``deadline``), extracts the
     cheapest program (the rest, less :data:`REFINE_SHARE` for refinement) and refines it
@@ -252,6 +254,14 @@ def _explore_extract(
             run.reserve = max(run.reserve, _check_estimate(run.ref, graph, export, problem))
             deadline = min(deadline, run.budget.deadline - run.reserve)
         programs = bool(getattr(run.model, "prices_programs", False))
+        stop_above = None
+        if keep_below is not None and lim.extractor == "ilp":
+            # In the extraction's own terms (node costs summed): the input's own e-nodes.
+            try:
+                own = problem.dag_cost(input_choices(export, graph.to_flat()))
+                stop_above = own * keep_below
+            except ValueError:
+                stop_above = None
         left = deadline - time.perf_counter()
         extract_limit = max(MIN_PHASE_SECONDS, left * (1 - REFINE_SHARE) if programs else left)
         found = extract(
@@ -263,6 +273,8 @@ def _explore_extract(
                 "order" if lim.cycle_filter == "none" and lim.extractor == "ilp" else None
             ),
             order_vars=lim.order_vars,
+            gap=lim.gap,
+            stop_above=stop_above,
         )
         candidate = Graph.from_choices(export, found.choices)
         candidate.meta = dict(graph.meta)  # front-end data (opaque payloads, source model)
@@ -297,8 +309,15 @@ def _extraction_stats(found: ExtractionResult) -> dict[str, Any]:
 
 def explore_extract_whole(run: Run, dump_egraph: Any = None) -> None:
     """Explores and extracts the whole program as one e-graph."""
+    # Only an answer cheaper than the input by min_gain can be kept: a lower bound above
+    # that share of the input's own extraction cost stops the ILP.
     piece = _explore_extract(
-        run, run.graph, run.budget.deadline - run.reserve, dump_egraph, check_estimate=True
+        run,
+        run.graph,
+        run.budget.deadline - run.reserve,
+        dump_egraph,
+        check_estimate=True,
+        keep_below=1 - max(run.gain_floor, ROUNDING),
     )
     run.candidate, run.candidate_cost, run.extraction = (
         piece.candidate,
@@ -456,6 +475,10 @@ def _decide(run: Run) -> None:
             f"the extracted program ({found.status}, cost {cost:.6g} s) failed "
             f"verification on {run.report.runner}: {run.report.message}; kept the input"
         )
+        run.best, run.cost_after = graph, before
+    elif found.status == "bound-stop":
+        run.status = "fallback-not-cheaper"
+        run.message = f"{found.message}; kept the input"
         run.best, run.cost_after = graph, before
     elif cost > before or (
         cost > before * (1 - ROUNDING) and not _same_program(graph, run.candidate)

@@ -41,7 +41,9 @@ class ExtractionResult:
             seconds for Tensat's cost models).
         status: ``"optimal"`` (ILP proved optimal), ``"feasible"`` (ILP stopped at the time
             limit with a solution better than greedy), ``"fallback-greedy"`` (the ILP failed
-            or was not better; this is the greedy DAG result) or ``"greedy"``.
+            or was not better; this is the greedy DAG result), ``"bound-stop"`` (the
+            critical-path lower bound exceeds ``stop_above``: greedy DAG, no ILP) or
+            ``"greedy"``.
         seconds: wall-clock time of the extraction, in seconds.
         message: a human-readable note (solver rounds, why it fell back, ...).
         lower_bound: a proved lower bound on the cost of every valid extraction (same unit
@@ -107,6 +109,8 @@ def extract(
     simplify: bool = True,
     decompose: bool = True,
     path_bound: bool = True,
+    gap: float = 1e-6,
+    stop_above: float | None = None,
 ) -> ExtractionResult:
     """Extracts the cheapest program from an e-graph.
 
@@ -145,6 +149,13 @@ def extract(
             that meets it is optimal without an ILP, and it joins the ILP's own bound; so
             does each piece's own bound in a decomposed ILP. ``False`` runs the ILP alone
             (to measure it).
+        gap: the relative gap between the answer and the proved lower bound at which the
+            ILP stops (default ``1e-6``; HiGHS's ``mip_rel_gap``, CBC's ``ratioGap``): an
+            answer within it is ``"optimal"``. A larger gap trades a proof for time.
+        stop_above: a cost only answers below which matter (``optimize`` passes the
+            input's cost less ``min_gain``): when the critical-path lower bound already
+            exceeds it, no ILP runs and the greedy DAG answer is returned with status
+            ``"bound-stop"`` (no extraction could pay).
 
     Returns:
         an :class:`ExtractionResult`; its choice is acyclic and never costlier than the
@@ -172,12 +183,52 @@ def extract(
         beam = beam_dag(problem, beam_width)
         return _result(problem, beam, "greedy", start, f"beam search, width {beam_width}")
 
+    if not 0.0 <= gap < 1.0:
+        raise ValueError(f"gap: must be in [0, 1), got {gap!r}")
+    from tensat_py.extract.highs import gap_tolerance
+
+    with gap_tolerance(max(gap, 1e-9)):
+        return _extract_ilp(
+            problem,
+            dag,
+            start,
+            solver=solver,
+            time_limit=time_limit,
+            cycle_constraints=cycle_constraints,
+            order_vars=order_vars,
+            warm_start=warm_start,
+            search=search,
+            simplify=simplify,
+            decompose=decompose,
+            path_bound=path_bound,
+            stop_above=stop_above,
+        )
+
+
+def _extract_ilp(
+    problem: ExtractionProblem,
+    dag: dict[int, int],
+    start: float,
+    *,
+    solver: str,
+    time_limit: float,
+    cycle_constraints: str | None,
+    order_vars: str,
+    warm_start: bool,
+    search: bool,
+    simplify: bool,
+    decompose: bool,
+    path_bound: bool,
+    stop_above: float | None,
+) -> ExtractionResult:
+    """:func:`extract` with ``extractor="ilp"`` after the greedy DAG answer ``dag``."""
     import pulp
 
     from tensat_py.extract.bounds import critical_path_bound, meets
     from tensat_py.extract.ilp import solve_ilp
 
-    path = critical_path_bound(problem) if path_bound else None
+    bound = critical_path_bound(problem) if path_bound or stop_above is not None else None
+    path = bound if path_bound else None
     greedy_cost = problem.dag_cost(dag) if dag else math.inf
     if path is not None and dag and meets(greedy_cost, path):
         # The greedy DAG answer already meets the critical-path bound: proved, no ILP.
@@ -189,6 +240,17 @@ def extract(
             f"greedy DAG cost {greedy_cost:.6g} meets the critical-path lower bound; no ILP",
             lower_bound=path,
             stats={"path_bound": path},
+        )
+    if stop_above is not None and bound is not None and bound > stop_above and dag:
+        return _result(
+            problem,
+            dag,
+            "bound-stop",
+            start,
+            f"the critical-path lower bound {bound:.6g} exceeds {stop_above:.6g}: no "
+            "extraction can cost less; no ILP",
+            lower_bound=bound,
+            stats={"path_bound": bound},
         )
 
     mode = cycle_constraints or "lazy"

@@ -34,6 +34,7 @@ gaps add up and a proof of every piece is a proof of the whole.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 import time
@@ -418,7 +419,8 @@ def solve_pieces(
                         done(k, proved)
                         continue
                     job = (*args, solve, limit, warm, False)  # checked already
-                running[pool.submit(_solve_one, *job)] = k
+                # copy_context: the worker sees the caller's gap tolerance
+                running[pool.submit(contextvars.copy_context().run, _solve_one, *job)] = k
             if running:
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in finished:

@@ -25,9 +25,11 @@ relative gap between bound and incumbent is at most ``mip_rel_gap`` (default ``1
 
 from __future__ import annotations
 
+import contextvars
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,10 +38,29 @@ import numpy as np
 from tensat_py.egraph import ExtractionProblem
 from tensat_py.extract.simplify import Simplified
 
-__all__ = ["HighsModel", "HighsSolve", "MIP_REL_GAP"]
+__all__ = ["HighsModel", "HighsSolve", "MIP_REL_GAP", "relative_gap", "gap_tolerance"]
 
 MIP_REL_GAP = 1e-6
-"""Relative gap at which HiGHS stops and calls a solution optimal."""
+"""Default relative gap at which the solvers stop and call a solution optimal
+(``extract(gap=...)``, ``optimize(gap=...)``)."""
+
+_GAP: contextvars.ContextVar[float] = contextvars.ContextVar("mip_rel_gap", default=MIP_REL_GAP)
+
+
+def relative_gap() -> float:
+    """The relative gap in force (:func:`gap_tolerance`; default :data:`MIP_REL_GAP`)."""
+    return _GAP.get()
+
+
+@contextmanager
+def gap_tolerance(gap: float) -> Iterator[None]:
+    """Within the block, the ILP solvers stop at a proved relative gap of ``gap`` (HiGHS's
+    ``mip_rel_gap``, CBC's ``ratioGap``) and an answer within it is ``"optimal"``."""
+    token = _GAP.set(float(gap))
+    try:
+        yield
+    finally:
+        _GAP.reset(token)
 
 
 @dataclass
@@ -168,7 +189,7 @@ class HighsModel:
 
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
-        h.setOptionValue("mip_rel_gap", MIP_REL_GAP)
+        h.setOptionValue("mip_rel_gap", relative_gap())
         # extract() gives the model a start (the greedy DAG, set_start); HiGHS's root
         # reduced-cost heuristic then rarely finds better and costs time: off, NasRNN's
         # k_multi=1 solve goes from 0.35 s to 0.26 s, NasNet-A's k_multi=2 proof from 51

@@ -25,6 +25,7 @@ The greedy DAG choice is the start (CBC's cutoff) and the floor: the result is n
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import math
 import os
@@ -126,7 +127,9 @@ def _solver(solver: str, time_limit: float, cutoff: float | None = None) -> pulp
             # CBC's primal heuristics off: the start's cost is CBC's cutoff (_solve_exact),
             # and without them CBC proves the zoo's k_multi=2 pieces 1.4-3.5x sooner
             # (BERT's 12,285 kept nodes: 9.1 -> 4.7 s; docs/extraction.md).
-            options = list(CBC_OPTIONS)
+            from tensat_py.extract.highs import relative_gap
+
+            options = [*CBC_OPTIONS, f"ratioGap {relative_gap()!r}"]
             if cutoff is not None:
                 options.append(f"cutoff {cutoff!r}")
             return pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, options=options)
@@ -464,11 +467,11 @@ CBC_PIECE_NODES = 64
 
 def _met(cost: float, bound: float) -> bool:
     """Whether an incumbent of ``cost`` is proved optimal by the lower bound ``bound``."""
-    from tensat_py.extract.highs import MIP_REL_GAP
+    from tensat_py.extract.highs import relative_gap
 
     if not math.isfinite(cost):
         return False
-    return cost <= bound + MIP_REL_GAP * max(abs(cost), 1e-300) + 1e-15
+    return cost <= bound + relative_gap() * max(abs(cost), 1e-300) + 1e-15
 
 
 def _solve_highs(
@@ -690,7 +693,13 @@ def _solve_beside_search(
     t0 = time.perf_counter()
     # A daemon, and interrupted when the search raises: a HiGHS solve still running in a
     # thread when the interpreter exits aborts the process.
-    thread = threading.Thread(target=exact, name="tensat-exact-solve", daemon=True)
+    # (copy_context: the thread sees the caller's gap tolerance, highs.gap_tolerance)
+    thread = threading.Thread(
+        target=contextvars.copy_context().run,
+        args=(exact,),
+        name="tensat-exact-solve",
+        daemon=True,
+    )
     thread.start()
     thread.join(LATE_SEARCH_SHARE * limit if late else min(SEARCH_GRACE, 0.1 * limit))
     while late and thread.is_alive() and RUNNING.count > 1:
@@ -942,7 +951,12 @@ def _cbc_beside_search(
             failed.append(e)
 
     # CBC is stopped at its time limit by its watchdog (ILP extractions never outlive it).
-    thread = threading.Thread(target=exact, name="tensat-cbc-solve", daemon=True)
+    thread = threading.Thread(
+        target=contextvars.copy_context().run,
+        args=(exact,),
+        name="tensat-cbc-solve",
+        daemon=True,
+    )
     thread.start()
     thread.join(LATE_SEARCH_SHARE * remaining)
     # PuLP builds and writes the model in Python: a search beside it (Python too, between
@@ -1028,7 +1042,9 @@ class _BoundBeside:
         # Not a daemon: should an error skip stop(), the interpreter waits for it at exit
         # (at most until the deadline) instead of killing it inside HiGHS.
         self._thread = threading.Thread(
-            target=self._run, args=(problem, simp, deadline), name="tensat-lp-bound"
+            target=contextvars.copy_context().run,
+            args=(self._run, problem, simp, deadline),
+            name="tensat-lp-bound",
         )
         self._thread.start()
 

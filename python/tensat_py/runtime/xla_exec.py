@@ -69,7 +69,21 @@ def _device() -> Any:
 
     # 64-bit arrays (f64/s64 parameters) must reach XLA as they are.
     jax.config.update("jax_enable_x64", True)
+    _load_lapack()
     return jax.devices("cpu")[0]
+
+
+@lru_cache(maxsize=1)
+def _load_lapack() -> None:
+    """Load the LAPACK kernels behind jaxlib's ``lapack_*_ffi`` custom calls (what JAX does
+    when it lowers ``jnp.linalg``): without them a module lowered from ``jnp.linalg``
+    crashes the process when it runs."""
+    try:
+        from jax._src.lax import linalg
+
+        linalg.initialize_lapack()
+    except (ImportError, AttributeError):  # another jaxlib layout: its own loading applies
+        pass
 
 
 def legalize(text: str) -> str:
@@ -135,13 +149,27 @@ def _execute(exe: Any, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(o[0]) for o in out]
 
 
+def _runnable(text: str) -> None:
+    """Refuse a module that calls back into the Python process that lowered it
+    (``jax.debug.print``, ``jax.pure_callback``: custom-call targets
+    ``xla_ffi_python_cpu_callback``...): run here, outside JAX's runtime, its callbacks are
+    not registered and XLA crashes the process. Raises :class:`XlaError`."""
+    if "python_cpu_callback" in text:
+        raise XlaError(
+            "the module calls back into Python (jax.debug.print, jax.pure_callback): it runs "
+            "only inside the JAX process that lowered it"
+        )
+
+
 def run_text(text: str, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Compile (cached) and run HLO text on ``args`` (one array per entry parameter, tuple
     parameters flattened); returns the result leaves.
 
     Raises:
-        XlaError: XLA rejected the module or the arguments.
+        XlaError: XLA rejected the module or the arguments, or the module calls back into
+            Python (see :func:`_runnable`).
     """
+    _runnable(text)
     exe = compile_text(text)
     try:
         return _execute(exe, args)
@@ -162,6 +190,7 @@ class Timing:
 
 def time_text(text: str, args: Sequence[np.ndarray], repeats: int = 5) -> Timing:
     """Compile ``text`` (uncached, timed) and time ``repeats`` runs after a warm-up."""
+    _runnable(text)
     t0 = time.perf_counter()
     exe = _compile_cached.__wrapped__(text)
     compile_s = time.perf_counter() - t0
@@ -190,6 +219,7 @@ def time_interleaved(
     whose programs were identical differed by up to 15 %)."""
     exes, compile_s, outs = [], [], []
     for text in texts:
+        _runnable(text)
         t0 = time.perf_counter()
         exes.append(_compile_cached.__wrapped__(text))
         compile_s.append(time.perf_counter() - t0)

@@ -50,10 +50,22 @@ ELEMENT_TYPES: dict[str, str | None] = {
     "c64": None,
     "c128": None,
     "token": None,
+    "opaque": None,
+    "s1": None,
+    "u1": None,
+    "s2": None,
+    "u2": None,
     "s4": None,
     "u4": None,
+    "f4e2m1fn": None,
+    "f8e3m4": None,
+    "f8e4m3": None,
     "f8e4m3fn": None,
+    "f8e4m3fnuz": None,
+    "f8e4m3b11fnuz": None,
     "f8e5m2": None,
+    "f8e5m2fnuz": None,
+    "f8e8m0fnu": None,
 }
 
 
@@ -212,9 +224,22 @@ def print_shape(shape: Shape, layouts: bool = True) -> str:
     return text
 
 
-#: Attribute values naming computations (printed with ``%``).
+#: Attribute values naming computations (``AttrTy::kHloComputation`` and
+#: ``kBracedHloComputationList`` in XLA's ``hlo_parser.cc``): reductions, sort, scatter,
+#: call and fusion, while, both forms of conditional, select-and-scatter, custom-call.
 COMPUTATION_ATTRS = frozenset(
-    {"to_apply", "calls", "condition", "body", "branch_computations", "called_computations"}
+    {
+        "to_apply",
+        "calls",
+        "condition",
+        "body",
+        "branch_computations",
+        "true_computation",
+        "false_computation",
+        "select",
+        "scatter",
+        "called_computations",
+    }
 )
 
 

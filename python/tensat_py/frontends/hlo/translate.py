@@ -7,25 +7,37 @@ at the boundary: a tuple parameter becomes one ``input`` per array leaf
 language needs no tuple type). ``call`` is inlined. Instructions translate into the
 tensor dialect where the semantics match exactly (``add subtract multiply divide power
 maximum minimum``, ``compare`` EQ/LT/LE/GT/GE, ``select``, ``clamp`` as max/min,
-``convert``, ``reshape``, ``bitcast`` with default layouts, ``copy``, ``transpose``,
+``convert``, ``reshape``, ``bitcast`` (transpose/reshape/transpose between its operand's
+and its result's layouts), ``copy``, ``transpose``,
 ``slice``, ``pad`` without interior padding and a constant scalar value, ``exponential log
 sqrt rsqrt negate abs tanh logistic erf``, ``reduce`` whose computation is add, maximum,
 minimum or multiply with that operation's identity as init value, scalar ``constant``)
 and into the hlo dialect (``dot``, ``convolution``, ``broadcast``, ``iota``,
 ``reduce-window``, ``concatenate``); array constants become ``weight`` nodes whose literal
-is kept in ``Graph.meta["hlo"]``. Everything else (``while``, ``conditional``,
-``custom-call``, ``sort``, ``scatter``, ``gather``, ``rng``, other reductions, ...)
-becomes an ``opaque`` node per array leaf of its result, whose payload
-(:class:`HloOpaque`) keeps the instruction and every computation it calls, and evaluates
-it through XLA.
+is kept in ``Graph.meta["hlo"]``; integer scalars a float cannot hold exactly (beyond
+2**53) stay literals too. Everything else (``while``, ``conditional``, ``custom-call``,
+``sort``, ``scatter``, ``gather``, ``rng``, other reductions, a ``dot``/``convolution``
+whose result type differs from its operands', ...) becomes an ``opaque`` node per array
+leaf of its result, whose payload (:class:`HloOpaque`) keeps the instruction and every
+computation it calls, and evaluates it through XLA.
+
+A result the graph cannot hold (an element type the language lacks: ``c64``, ``f8e4m3fn``,
+``s4``, ``token``...; a zero-sized array) stays HLO: its instruction waits until a consumer
+computes something the graph holds, and then that consumer and every such instruction it
+reads become one *region*, a computation of their own (``<name>.region``, parameters: the
+graph values they read) that one opaque ``call`` runs. Only the entry's parameters and
+results must be of types the language has (else :class:`HloTranslateError`).
 
 **Export** (:func:`to_module`): every node prints through its operator's ``to_hlo``
 (:class:`HloWriter` is the writer they get); inputs become the original entry parameters
 (the signature is kept, so the original and the optimised module take the same
-arguments), weights their constants, opaque nodes their original instruction, and the
-outputs the original root structure. A graph whose program equals the one the import
-made (:meth:`~tensat_py.graph.Graph.to_flat`: nothing rewritten, e.g. when the optimiser
-kept its input) exports as the source module itself, so it prints as the input did.
+arguments), weights their constants, opaque nodes their original instruction (less
+``control-predecessors``, which name instructions of the source computation) with the
+computations it calls, and the outputs the original root structure. Integer constants
+print as integers (XLA's parser refuses ``u64[] constant(16.0)``). A graph whose program
+equals the one the import made (:meth:`~tensat_py.graph.Graph.to_flat`: nothing rewritten,
+e.g. when the optimiser kept its input) exports as the source module itself, so it prints
+as the input did.
 """
 
 from __future__ import annotations
@@ -64,8 +76,10 @@ __all__ = [
 
 #: The language's dtype -> HLO element type.
 ETYPE = {d: e for e, d in ELEMENT_TYPES.items() if d is not None}
+#: The language's integer dtypes (their HLO literals are written without a fraction).
+_INT_DTYPES = frozenset(d for d in ETYPE if d.startswith(("int", "uint")))
 
-Tree = Any  # int (a node id) | list[Tree] (a tuple)
+Tree = Any  # int (a node id) | list[Tree] (a tuple) | _Leaf (not held by the graph)
 
 
 class HloTranslateError(ValueError):
@@ -89,6 +103,9 @@ class HloSource:
         module: the parsed source module; ``program``: the imported graph's
             :meth:`~tensat_py.graph.Graph.to_flat` program (an equal graph exports as
             ``module``).
+        effects: side-effecting instructions whose results nothing reads (a custom-call
+            with ``custom_call_has_side_effect=true``, ``outfeed``, ``send``...), each with
+            its operands' structure of output indices (graph outputs after the root's).
     """
 
     name: str
@@ -100,10 +117,45 @@ class HloSource:
     order: list[str] = field(default_factory=list)
     module: Module | None = field(default=None, repr=False)
     program: list[tuple[str, list[int]]] | None = field(default=None, repr=False)
+    effects: list[tuple[Instruction, list[Any]]] = field(default_factory=list)
 
 
 def _called(value: str) -> list[str]:
     return [s.strip().lstrip("%") for s in value.strip("{}").split(",") if s.strip()]
+
+
+#: Attributes an instruction loses when it is re-emitted among other instructions: they
+#: name instructions of its source computation (a scheduling order, not a value).
+_LOCAL_ATTRS = frozenset({"control-predecessors"})
+
+
+def _portable(attrs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``attrs`` without those naming instructions of the source computation."""
+    return [(k, v) for k, v in attrs if k not in _LOCAL_ATTRS]
+
+
+#: Opcodes whose execution has an effect beyond their result.
+_EFFECT_OPCODES = frozenset({"outfeed", "infeed", "send", "send-done", "recv", "recv-done"})
+
+
+def _side_effect(ins: Instruction) -> bool:
+    """True for an instruction XLA keeps even when nothing reads its result."""
+    if ins.opcode == "custom-call":
+        return (ins.attr("custom_call_has_side_effect") or "").strip() == "true"
+    return ins.opcode in _EFFECT_OPCODES
+
+
+def _reachable(comp: Computation) -> set[str]:
+    """Names of the instructions ``comp``'s root reads, transitively (the root too)."""
+    by = comp.by_name()
+    seen: set[str] = set()
+    stack = [comp.root.name]
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(by[n].operands)
+    return seen
 
 
 def _closure(comps: dict[str, Computation], names: list[str]) -> list[str]:
@@ -154,16 +206,17 @@ class HloOpaque:
         it = iter(leaves)
         operand_names = [_rebuild_w(w, sh, it) for sh in self.operand_shapes]
         ins = self.instruction
-        cur = w.emit(ins.opcode, ins.shape, operand_names, ins.attrs)
+        cur = w.emit(ins.opcode, ins.shape, operand_names, _portable(ins.attrs))
         sub: Shape = ins.shape
         for i in self.path:
             assert isinstance(sub, TupleShape)
             sub = sub.parts[i]
             cur = w.emit("get-tuple-element", sub, [cur], [("index", str(i))])
         w.instructions[-1].root = True
-        return Module(
-            "opaque_eval", [*self.computations, Computation("main", w.instructions, True)]
-        )
+        entry = "main"
+        while any(c.name == entry for c in self.computations):
+            entry += "_"
+        return Module("opaque_eval", [*self.computations, Computation(entry, w.instructions, True)])
 
     def evaluate(self, args: Any) -> Any:
         """Run the instruction through XLA (:mod:`tensat_py.runtime.xla_exec`) on
@@ -223,6 +276,57 @@ class _Opaque(Exception):
     """Raised by a handler: translate this instruction as an opaque node."""
 
 
+def _major_to_minor(shape: ArrayShape) -> list[int] | None:
+    """The axes of ``shape`` from the slowest varying to the fastest in memory (reversed
+    ``minor_to_major`` of its layout; row-major when it has none); None for a tiled or
+    otherwise annotated layout (``{1,0:T(8,128)}``)."""
+    n = len(shape.dims)
+    if shape.layout is None:
+        return list(range(n))
+    text = shape.layout.replace(" ", "")
+    if ":" in text:
+        return None
+    try:
+        minor = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        return None
+    if sorted(minor) != list(range(n)):
+        return None
+    return minor[::-1]
+
+
+def _holdable(shape: Shape) -> bool:
+    """True when every array leaf of ``shape`` can be a graph value: an element type the
+    language has and no zero-sized dimension."""
+    return all(s.dtype is not None and all(s.dims) for _, s in leaf_shapes(shape))
+
+
+@dataclass(eq=False)
+class _Pending:
+    """An instruction whose result the graph cannot hold (``c64``, ``token``, ``f8``..., a
+    zero-sized array): it stays HLO text until a consumer computes something the graph
+    can hold, and then it is part of that consumer's opaque region (:meth:`_Importer.region`).
+
+    Attributes:
+        ins: the instruction; ``operands``: its operand trees (node ids, lists for tuples,
+            :class:`_Leaf` for the results of other pending instructions).
+        nodes: once a region made it: the node id of each array leaf the graph can hold.
+    """
+
+    ins: Instruction
+    operands: list[Any]
+    nodes: dict[tuple[int, ...], int] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class _Leaf:
+    """Array leaf ``path`` (of shape ``shape``) of a pending instruction's result."""
+
+    pending: _Pending
+    path: tuple[int, ...]
+    shape: ArrayShape
+
+
 def _list(text: str | None) -> tuple[int, ...]:
     if text is None:
         return ()
@@ -259,6 +363,15 @@ def _window(text: str, rank: int) -> dict[str, list[int]]:
     return out
 
 
+def _exact_int(literal: str, value: float) -> bool:
+    """True when the integer ``literal`` equals ``value`` exactly (not so for integers
+    beyond 2**53, which a scalar's float value rounds)."""
+    try:
+        return value.is_integer() and int(literal) == int(value)
+    except ValueError:
+        return False
+
+
 class _Importer:
     def __init__(self, module: Module, file: str) -> None:
         self.m = module
@@ -276,6 +389,12 @@ class _Importer:
         )
         self.names: set[str] = set()
         self.groups = itertools.count()
+        self.effects: list[tuple[Instruction, list[Tree]]] = []
+
+    def effect(self, ins: Instruction, operands: list[Tree]) -> None:
+        """Keep a side effect whose result nothing reads (``jax.debug.print``'s
+        custom-call, an outfeed) with its operands for export."""
+        self.effects.append((ins, [self.settle(v) for v in operands]))
 
     def err(self, ins: Instruction, msg: str) -> HloTranslateError:
         return HloTranslateError(f"{self.file}:{ins.line}:{ins.col}: `{ins.name}`: {msg}")
@@ -321,12 +440,22 @@ class _Importer:
         def structure(v: Tree) -> Any:
             if isinstance(v, list):
                 return [structure(x) for x in v]
+            if isinstance(v, _Leaf):
+                if not _holdable(v.shape):
+                    self.dtype(v.pending.ins, v.shape)  # raises: the language cannot hold it
+                v = self.settle(v)
             outs.append(v)
             return len(outs) - 1
 
         self.src.root = structure(root)
         if not outs:
             raise self.err(entry.root, "the entry computation returns no array")
+        # Operands of side effects nothing reads are outputs too (beyond the root's), so
+        # that export can print the effect again.
+        for ins, operands in self.effects:
+            if any(self.has_pending(v) for v in operands):
+                raise self.err(ins, "a side effect on values the language cannot hold")
+            self.src.effects.append((ins, [structure(v) for v in operands]))
         self.g.outputs = outs
         self.src.program = self.g.to_flat()
         self.g.meta["hlo"] = self.src
@@ -337,10 +466,19 @@ class _Importer:
     def computation(self, comp: Computation, args: dict[int, Tree]) -> Tree:
         by_name = comp.by_name()
         env: dict[str, Tree] = {}
-        # Post-order from the root: dead instructions are left out.
+        # Post-order from the root and from side effects whose results nothing reads;
+        # other dead instructions are left out.
+        live = _reachable(comp)
+        read = {o for i in comp.instructions for o in i.operands}
+        effects = [
+            i
+            for i in comp.instructions
+            if i.name not in live and i.name not in read and _side_effect(i)
+        ]
         order: list[Instruction] = []
         state: dict[str, int] = {}
         stack: list[tuple[Instruction, bool]] = [(comp.root, False)]
+        stack += [(i, False) for i in reversed(effects)]
         while stack:
             ins, done = stack.pop()
             if done:
@@ -358,12 +496,17 @@ class _Importer:
                     if state.get(o) == 1:
                         raise self.err(ins, f"operand `{o}` forms a cycle")
                     stack.append((by_name[o], False))
+        dead_effects = {i.name for i in effects}
         for ins in order:
             if ins.name in env:
                 continue
             ops_ = [env[o] for o in ins.operands]
+            if ins.name in dead_effects:
+                self.effect(ins, ops_)
+                env[ins.name] = []
+                continue
             try:
-                env[ins.name] = self.instruction(ins, ops_, args)
+                env[ins.name] = self.instruction(ins, ops_, args, by_name)
             except _Opaque:
                 env[ins.name] = self.opaque(ins, ops_, comp)
             except GraphError as e:
@@ -417,10 +560,30 @@ class _Importer:
             return v == 0.0
         if kind == "multiply":
             return v == 1.0
-        if dt in ("int32", "int64"):
+        if dt in _INT_DTYPES:
             info = np.iinfo(dt)
             return v == float(info.min if kind == "maximum" else info.max)
         return v == (-np.inf if kind == "maximum" else np.inf)
+
+    def bitcast(self, x: int, src: ArrayShape, out: ArrayShape, ins: Instruction) -> int:
+        """``bitcast``: the operand's elements in its layout's physical order, read back in
+        the result's layout (transpose, reshape, transpose; one reshape between row-major
+        layouts). Tiled layouts are opaque."""
+        a, b = _major_to_minor(src), _major_to_minor(out)
+        if a is None or b is None:
+            raise _Opaque
+        if a != sorted(a):
+            x = self.g.add_node("transpose", {"perm": tuple(a)}, [x], name=ins.name)
+        physical = tuple(out.dims[d] for d in b)
+        if self.g.nodes[x].shape != physical:
+            x = self.g.add_node("reshape", {"shape": physical}, [x], name=ins.name)
+        if b != sorted(b):
+            perm = tuple(b.index(i) for i in range(len(b)))
+            x = self.g.add_node("transpose", {"perm": perm}, [x], name=ins.name)
+        t = self.g.type_of(x)
+        if t.shape != out.dims:
+            raise self.err(ins, f"bitcast of {list(src.dims)} gives {list(t.shape)}")
+        return x
 
     def array(self, v: Tree, ins: Instruction) -> int:
         if isinstance(v, list):
@@ -428,7 +591,13 @@ class _Importer:
         return v
 
     # --------------------------------------------------------------- handlers
-    def instruction(self, ins: Instruction, a: list[Tree], args: dict[int, Tree]) -> Tree:
+    def instruction(
+        self,
+        ins: Instruction,
+        a: list[Tree],
+        args: dict[int, Tree],
+        by_name: dict[str, Instruction],
+    ) -> Tree:
         op = ins.opcode
         s = ins.shape
         if op == "parameter":
@@ -440,6 +609,13 @@ class _Importer:
         if op == "call":
             callee = self.comps[_called(ins.attr("to_apply") or "")[0]]
             return self.computation(callee, dict(enumerate(a)))
+        if any(self.has_pending(v) for v in a):
+            a = [self.settle(v) for v in a]
+        if not _holdable(s) or any(self.has_pending(v) for v in a):
+            pending = _Pending(ins, list(a))
+            if _holdable(s):  # a result the graph holds: the region ends here
+                return self.leaves(pending, self.region(pending))
+            return self.leaves(pending)
         if isinstance(s, TupleShape) or any(isinstance(x, list) for x in a):
             raise _Opaque
         dt = self.dtype(ins, s)
@@ -464,11 +640,13 @@ class _Importer:
             return self.add("cast", {"dtype": dt}, x, ins)
         if op == "copy":
             return x[0]
-        if op in ("reshape", "bitcast"):
-            src = self.g.nodes[x[0]]
-            if op == "bitcast" and not s.default_layout():
+        if op == "bitcast":
+            declared = by_name[ins.operands[0]].shape
+            if not isinstance(declared, ArrayShape) or declared.etype != s.etype:
                 raise _Opaque
-            if src.shape == s.dims:
+            return self.bitcast(x[0], declared, s, ins)
+        if op == "reshape":
+            if self.g.nodes[x[0]].shape == s.dims:
                 return x[0]
             return self.add("reshape", {"shape": s.dims}, x, ins)
         if op == "transpose":
@@ -505,6 +683,8 @@ class _Importer:
             return self.add("pad", {"pads": pads, "mode": "constant", "value": value}, x[:1], ins)
         if op == "concatenate":
             return self.add("concatenate", {"dim": _list(ins.attr("dimensions"))[0]}, x, ins)
+        if op in ("dot", "convolution") and any(self.g.type_of(v).dtype != dt for v in x):
+            raise _Opaque  # mixed precision (preferred_element_type): not the language's
         if op == "dot":
             if len(x) != 2:
                 raise _Opaque
@@ -577,6 +757,8 @@ class _Importer:
                     v = float(low)
                 except ValueError:
                     v = None
+            if v is not None and dt in _INT_DTYPES and not _exact_int(lit, v):
+                v = None  # a float value cannot hold it exactly: kept as its literal
             if v is not None and not np.isnan(v):
                 return self.add("scalar", {"value": v, "dtype": dt}, [], ins)
         name = self.unique(ins.name)
@@ -584,7 +766,126 @@ class _Importer:
         self.src.constants[name] = (text, s)
         return nid
 
+    # ------------------------------------------------------- pending instructions
+    def has_pending(self, v: Tree) -> bool:
+        """True when tree ``v`` has a leaf the graph does not hold yet."""
+        if isinstance(v, list):
+            return any(self.has_pending(x) for x in v)
+        return isinstance(v, _Leaf)
+
+    def settle(self, v: Tree) -> Tree:
+        """``v`` with every pending leaf the graph can hold made a node (the region of its
+        instruction); leaves it cannot hold stay pending."""
+        if isinstance(v, list):
+            return [self.settle(x) for x in v]
+        if isinstance(v, _Leaf) and _holdable(v.shape):
+            p = v.pending
+            if p.nodes is None:
+                p.nodes = self.region(p)
+            return p.nodes[v.path]
+        return v
+
+    def leaves(self, p: _Pending, nodes: dict[tuple[int, ...], int] | None = None) -> Tree:
+        """The result tree of pending instruction ``p``: node ids where ``nodes`` has them,
+        :class:`_Leaf` elsewhere."""
+        p.nodes = nodes if nodes is not None else p.nodes
+
+        def make(shape: Shape, path: tuple[int, ...]) -> Tree:
+            if isinstance(shape, TupleShape):
+                return [make(x, (*path, i)) for i, x in enumerate(shape.parts)]
+            if p.nodes is not None and path in p.nodes:
+                return p.nodes[path]
+            return _Leaf(p, path, shape)
+
+        return make(p.ins.shape, ())
+
+    def region(self, p: _Pending) -> dict[tuple[int, ...], int]:
+        """Opaque nodes for the array leaves of ``p``'s result that the graph can hold:
+        ``p`` and the pending instructions it reads become a computation of their own
+        (``<name>.region``, parameters: the node values they read), called by one ``call``
+        instruction, which the nodes' :class:`HloOpaque` payload keeps."""
+        w = HloWriter(set())
+        flat: list[int] = []
+        params: dict[int, str] = {}
+        emitted: dict[int, str] = {}
+        called: list[str] = []
+
+        def shape_of(v: Tree) -> Shape:
+            if isinstance(v, list):
+                return TupleShape(tuple(shape_of(x) for x in v))
+            if isinstance(v, _Leaf):
+                return v.shape
+            return w.shape(self.g.type_of(v))
+
+        def operand(v: Tree) -> str:
+            if isinstance(v, list):
+                return w.emit("tuple", shape_of(v), [operand(x) for x in v])
+            if isinstance(v, _Leaf):
+                cur = emit(v.pending)
+                sub: Shape = v.pending.ins.shape
+                for i in v.path:
+                    assert isinstance(sub, TupleShape)
+                    sub = sub.parts[i]
+                    cur = w.emit("get-tuple-element", sub, [cur], [("index", str(i))])
+                return cur
+            if v not in params:
+                params[v] = w.emit(
+                    "parameter", shape_of(v), [], payload=str(len(flat)), name=w.fresh("arg")
+                )
+                flat.append(v)
+            return params[v]
+
+        def emit(q: _Pending) -> str:
+            if id(q) not in emitted:
+                names = [operand(x) for x in q.operands]
+                ins = q.ins
+                called.extend(c for k, v in ins.attrs if k in COMPUTATION_ATTRS for c in _called(v))
+                emitted[id(q)] = w.emit(
+                    ins.opcode,
+                    ins.shape,
+                    names,
+                    _portable(ins.attrs),
+                    ins.payload,
+                    w.fresh(ins.name),
+                )
+            return emitted[id(q)]
+
+        root = emit(p)
+        w.instructions[-1].root = True
+        assert w.instructions[-1].name == root
+        name = p.ins.name + ".region"
+        k = 1
+        while name in self.comps:
+            name = f"{p.ins.name}.region{k}"
+            k += 1
+        comp = Computation(name, w.instructions)
+        names = set(_closure(self.comps, called)) if called else set()
+        comps = [c for c in self.m.computations if c.name in names] + [comp]
+        self.comps[name] = comp
+        self.src.order.append(name)
+        shapes: list[Shape] = [shape_of(v) for v in flat]
+        call = Instruction(
+            p.ins.name,
+            p.ins.shape,
+            "call",
+            [params[v] for v in flat],
+            [("to_apply", f"%{name}")],
+            line=p.ins.line,
+            col=p.ins.col,
+        )
+        group = f"{name}#{next(self.groups)}"
+        nodes: dict[tuple[int, ...], int] = {}
+        for path, leaf in leaf_shapes(p.ins.shape):
+            if not _holdable(leaf):
+                continue
+            payload = HloOpaque(p.ins.opcode, call, shapes, path, group, comps)
+            nodes[path] = self.g.add_opaque(
+                p.ins.opcode, leaf.dims, flat, payload, name=None, dtype=self.dtype(p.ins, leaf)
+            )
+        return nodes
+
     def opaque(self, ins: Instruction, a: list[Tree], comp: Computation) -> Tree:
+        a = [self.settle(v) for v in a]  # made by instruction() already (memoised)
         flat: list[int] = []
         shapes: list[Shape] = []
         by_name = comp.by_name()
@@ -629,8 +930,9 @@ def to_graph(module: Module, file: str = "<hlo>") -> Graph:
     """Translate a parsed module into a graph (see the module docstring).
 
     Raises:
-        HloTranslateError: an element type or shape the language cannot hold, a malformed
-            attribute, or an ill-typed instruction (``file:line:col: message``).
+        HloTranslateError: an entry parameter or result of an element type or shape the
+            language cannot hold (inside the entry such values become opaque regions), a
+            malformed attribute, or an ill-typed instruction (``file:line:col: message``).
     """
     return _Importer(module, file).run()
 
@@ -679,18 +981,29 @@ class HloWriter:
         return name
 
     def constant(self, value: Any, dtype: str) -> str:
-        """A scalar ``constant`` of ``dtype`` (shared between uses)."""
-        v = float(value) if dtype != "bool" else bool(value)
+        """A scalar ``constant`` of ``dtype`` (shared between uses): ``true``/``false``,
+        an integer without a fraction for integer dtypes, ``repr`` of the float (``inf``,
+        ``nan``) otherwise, as XLA's literal parser reads them.
+
+        Raises:
+            HloExportError: a non-integral value for an integer dtype.
+        """
         if dtype == "bool":
-            text = "true" if v else "false"
-        elif np.isnan(v):
-            text = "nan"
-        elif np.isinf(v):
-            text = "inf" if v > 0 else "-inf"
-        elif dtype in ("int32", "int64") or float(v).is_integer():
-            text = str(int(v)) if dtype in ("int32", "int64") else repr(float(v))
+            text = "true" if bool(value) else "false"
+        elif dtype in _INT_DTYPES:
+            # XLA's parser reads integer literals only ("expects integer" for `16.0`).
+            v = float(value)
+            if not v.is_integer():
+                raise HloExportError(f"constant {value!r} is not an integer of type {dtype}")
+            text = str(int(v))
         else:
-            text = repr(float(v))
+            v = float(value)
+            if np.isnan(v):
+                text = "nan"
+            elif np.isinf(v):
+                text = "inf" if v > 0 else "-inf"
+            else:
+                text = repr(v)
         key = (text, dtype)
         if key not in self._consts:
             self._consts[key] = self.emit(
@@ -749,7 +1062,8 @@ def to_module(graph: Graph) -> Module:
     """The HLO module computing ``graph`` (see the module docstring).
 
     Raises:
-        HloExportError: an operator without an HLO form.
+        HloExportError: an operator without an HLO form, a weight without a literal, an
+            input that is no parameter of the source module.
     """
     src: HloSource | None = graph.meta.get("hlo")
     if src is not None and src.module is not None and graph.to_flat() == src.program:
@@ -796,7 +1110,10 @@ def to_module(graph: Graph) -> Module:
         if node.op == "input":
             raise HloExportError(f"input `{node.name}` is not a parameter of the source module")
         if node.op == "weight":
-            lit, shape = (src.constants.get(node.name) if src else None) or ("{...}", None)
+            known = src.constants.get(node.name) if src else None
+            if known is None:  # `constant({...})` is no literal XLA reads
+                raise HloExportError(f"weight `{node.name}` has no HLO literal (its values)")
+            lit = known[0]
             names[nid] = w.emit(
                 "constant", graph.type_of(nid), [], payload=lit, name=w.fresh(node.name)
             )
@@ -815,7 +1132,7 @@ def to_module(graph: Graph) -> Module:
                     ins.opcode,
                     ins.shape,
                     operand_names,
-                    ins.attrs,
+                    _portable(ins.attrs),
                     name=w.fresh(ins.name.split(".")[0]),
                 )
                 groups[payload.group] = base
@@ -851,6 +1168,15 @@ def to_module(graph: Graph) -> Module:
         return names[nid], w.shape(graph.type_of(nid))
 
     root_name, _ = build(structure)
+    for ins, operands in src.effects if src is not None else []:
+        w.emit(
+            ins.opcode,
+            ins.shape,
+            [build(v)[0] for v in operands],
+            _portable(ins.attrs),
+            name=w.fresh(ins.name.split(".")[0]),
+        )
+        used_comps.extend(c for k, v in ins.attrs if k in COMPUTATION_ATTRS for c in _called(v))
     for ins in w.instructions:
         if ins.name == root_name:
             ins.root = True
