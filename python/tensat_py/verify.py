@@ -157,7 +157,7 @@ def reference(
                 try:
                     feeds64 = random_feeds(original, seed=seed, dtype="float64")
                     tol64 = max(TOLERANCES["float64"], NOISE_FACTOR * noise * _WIDE_OVER_NARROW)
-                    wide = (feeds64, list(run(original, feeds64)), tol64)
+                    wide = (feeds64, list(run(original, feeds64, "float64")), tol64)
                 except (MemoryError, KeyboardInterrupt):
                     raise
                 except Exception:  # an operator NumPy cannot run: float32 on XLA decides
@@ -311,7 +311,7 @@ class Reference:
                 b_out = run_text(dumps(optimized), self.args)
                 if self.wide is not None:  # float64 decides (float32 only had to run)
                     feeds64, want, tol64 = self.wide
-                    got = run(optimized, feeds64)
+                    got = run(optimized, feeds64, "float64")
                     narrow = self._compare(self.outputs, b_out, tol)
                     if narrow.message.startswith("output"):  # shapes differ
                         return narrow

@@ -101,12 +101,16 @@ def eval_node(node: Node, args: Sequence[Any], graph: Graph | None = None) -> An
     return ops.get(node.op).evaluate(ctx, list(args))
 
 
-def run(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+def run(
+    graph: Graph, feeds: Mapping[str, np.ndarray], float_dtype: str | None = None
+) -> list[np.ndarray]:
     """Run ``graph`` on ``feeds`` (``{input/weight name: array}``); return its outputs.
 
     Only nodes some output depends on are computed; intermediate arrays are freed after
     their last use. Arrays keep the feeds' dtypes (float32 or float64 for floats; integer
-    and boolean feeds stay so).
+    and boolean feeds stay so). ``float_dtype="float64"`` computes every float in float64
+    whatever the feeds are (a program whose only inputs are integers, such as a random
+    number generator's key); by default that happens when a float feed is float64.
 
     Raises:
         ValueError: a feed is missing or has the wrong shape, or an operator fails (the
@@ -127,7 +131,7 @@ def run(graph: Graph, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         for k, v in feeds.items()
         if k in leaf_types and leaf_types[k].dtype != "float64"
     )
-    float_dtype = "float64" if wide else None
+    float_dtype = float_dtype or ("float64" if wide else None)
     vals: dict[int, Any] = {}
     for nid, node in enumerate(graph.nodes):
         if not keep[nid]:
