@@ -35,7 +35,7 @@ from tensat_py.extract import ExtractionResult, extract
 from tensat_py.extract.refine import Refinement, input_choices, refine
 from tensat_py.graph import Graph
 from tensat_py.progress import PhaseDisplay
-from tensat_py.regions import PARTITION_OPERATORS, Partition, partition, stitch
+from tensat_py.regions import Partition, partition, stitch
 from tensat_py.result import OptimizeResult, model_name
 from tensat_py.verify import Reference, VerifyReport, reference
 from tensat_py.verify import verify as verify_graphs
@@ -187,12 +187,16 @@ def reference_run(run: Run) -> None:
 def partition_for(run: Run, regions: bool | None, dump_egraph: Any) -> Partition | None:
     """The regions to optimise one by one, or None to optimise the program whole:
     ``regions=False``, an e-graph to dump (one e-graph), or a program that does not cut
-    into several regions (under :data:`tensat_py.regions.PARTITION_OPERATORS` operators,
-    with ``regions=None``)."""
+    into several regions (with ``regions=None``: under
+    :data:`tensat_py.regions.PARTITION_OPERATORS` operators, unless a block repeats
+    :data:`tensat_py.regions.REPEAT_COPIES` times, :func:`tensat_py.regions.partition`)."""
     if regions is False or dump_egraph is not None:
         return None
     with run.budget.phase("setup"):
-        part = partition(run.graph, min_operators=PARTITION_OPERATORS if regions is None else 2)
+        if regions is None:
+            part = partition(run.graph)
+        else:
+            part = partition(run.graph, min_operators=2, repeat_operators=2)
     return part if len(part.regions) > 1 else None
 
 

@@ -56,6 +56,8 @@ from tensat_py.graph import LEAF_OPS, OPAQUE, Graph, TensorType
 __all__ = [
     "MAX_REGION_OPERATORS",
     "PARTITION_OPERATORS",
+    "REPEAT_COPIES",
+    "REPEAT_OPERATORS",
     "Partition",
     "Region",
     "partition",
@@ -64,8 +66,15 @@ __all__ = [
 
 #: Programs with fewer operators are optimised whole (``optimize(regions=None)``): above
 #: the Tensat zoo's largest model (NasNet-A, 383 operators), whose cross-cell rewrites
-#: (NasRNN's matmuls merged across time steps) a cut would lose.
+#: (NasRNN's matmuls merged across time steps) a cut would lose ...
 PARTITION_OPERATORS = 400
+#: ... unless they have at least this many operators and one block repeats at least
+#: :data:`REPEAT_COPIES` times, so that exploring one copy of each class sees at most a
+#: quarter of the program (a 6-layer transformer stack: 198 operators, 33 explored; no zoo
+#: model: NasRNN's cell repeats 4 times).
+REPEAT_OPERATORS = 150
+#: See :data:`REPEAT_OPERATORS`.
+REPEAT_COPIES = 5
 #: A span of segments that does not repeat is cut into regions of at most this many
 #: operators (a segment larger than this stays whole).
 MAX_REGION_OPERATORS = 400
@@ -161,13 +170,17 @@ def partition(
     *,
     min_operators: int = PARTITION_OPERATORS,
     max_region_operators: int = MAX_REGION_OPERATORS,
+    repeat_operators: int = REPEAT_OPERATORS,
 ) -> Partition:
     """Cuts ``graph`` into regions (see the module docstring).
 
     Args:
         graph: the program.
-        min_operators: a program with fewer run-time operators stays one region.
+        min_operators: a program with fewer run-time operators stays one region, unless
+            it has at least ``repeat_operators`` and a block repeats
+            :data:`REPEAT_COPIES` times covering three quarters of it.
         max_region_operators: the largest region cut from a span that does not repeat.
+        repeat_operators: see ``min_operators``.
 
     Returns:
         the :class:`Partition`; one region (the whole program) when it is small, has no
@@ -177,8 +190,21 @@ def partition(
     flow = [
         i for i, n in enumerate(graph.nodes) if live[i] and n.op not in LEAF_OPS and not n.constant
     ]
-    if len(flow) < max(min_operators, 2):
+    if len(flow) < max(min(min_operators, repeat_operators), 2):
         return _whole(graph, flow, live)
+    part = _cut(graph, flow, max_region_operators)
+    if len(flow) >= min_operators or len(part.regions) < 2:
+        return part if len(part.regions) > 1 else _whole(graph, flow, live)
+    st = part.stats(graph)
+    copies = max(len(c) for c in part.classes)
+    if copies >= REPEAT_COPIES and 4 * st["explored_operators"] <= st["operators"]:
+        return part
+    return _whole(graph, flow, live)
+
+
+def _cut(graph: Graph, flow: list[int], max_region_operators: int) -> Partition:
+    """The regions of ``graph`` (run-time operators ``flow``), whatever its size."""
+    live = graph.live()
     segments = _segments(graph, flow)
     keys = [_key(graph, _members(graph, seg)) for seg in segments]
     sizes = [len(seg) for seg in segments]

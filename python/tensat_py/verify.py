@@ -186,15 +186,14 @@ def reference(
 
 
 def _nudged(args: list[np.ndarray], seed: int) -> list[np.ndarray]:
-    """``args`` with every float element moved one unit in the last place (float32: up or
-    down at random); other arrays unchanged."""
-    rng = np.random.default_rng(seed + 1)
+    """``args`` with every float element moved one unit in the last place (up, or down
+    where ``seed`` is odd: one vectorised pass, no random draw over a model's weights);
+    other arrays unchanged."""
     out = []
     for a in args:
         a = np.asarray(a)
         if a.dtype.kind == "f":
-            toward = np.where(rng.random(a.shape) < 0.5, -np.inf, np.inf).astype(a.dtype)
-            a = np.nextafter(a, toward)
+            a = np.nextafter(a, np.array(-np.inf if seed % 2 else np.inf, a.dtype))
         out.append(a)
     return out
 
