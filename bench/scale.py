@@ -290,7 +290,7 @@ def markdown(rows: list[tuple[Case, Run, Run | None]], command: str, machine: st
         head = [
             "case", "layers", "wall s", "RSS MB", "load s", "save s", "e-nodes", "regions",
             "status", "predicted speedup", "gain/layer (us)", "verified", "check", "size",
-            "base wall s", "base RSS MB", "base e-nodes", "base status",
+            "base wall s", "base RSS MB", "base e-nodes", "base status", "base speedup",
         ]  # fmt: skip
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for case, ours, base in rows:
@@ -314,13 +314,14 @@ def markdown(rows: list[tuple[Case, Run, Run | None]], command: str, machine: st
                 _f(ours.size_ratio),
             ]
             if base is None:
-                cells += ["", "", "", ""]
+                cells += ["", "", "", "", ""]
             else:
                 cells += [
                     _f(base.wall),
                     _f(base.rss_mb, 0),
                     str(base.enodes if base.enodes is not None else "-"),
                     base.status if base.ok else f"error: {base.error}",
+                    _f(base.speedup, 3),
                 ]
             lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
         lines.append("")

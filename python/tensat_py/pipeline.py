@@ -219,7 +219,7 @@ def optimize(
         extractor: ``"ilp"`` (default), ``"greedy"`` (tree cost) or ``"greedy-dag"``.
         solver: ILP solver, ``"highs"`` (default; HiGHS through highspy) or ``"cbc"``
             (CBC through PuLP, the paper's). HiGHS proves the e-graphs of real programs far
-            sooner: a one-layer GPT-2 block's cyclic e-graph in 1.5 s, where CBC took 34 s
+            sooner: a one-layer GPT-2 block's cyclic e-graph in 1.8 s, where CBC took 23.5 s
             (``docs/extraction.md``).
         order_vars: with ``cycle_filter="none"``, the ILP's topological order variables:
             ``"real"`` (default) or ``"int"`` (the paper's Table 4 compares both).
