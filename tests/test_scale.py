@@ -179,3 +179,36 @@ def test_the_gap_option_reaches_the_solvers() -> None:
     assert res.candidate_cost < res.cost_before and res.candidate_status in ("optimal", "feasible")
     with pytest.raises(ValueError, match="gap: must be a number in"):
         tensat_py.optimize("nasrnn", gap=1.5)
+
+
+# ----------------------------------------------------------------------------- parallel
+def _two_kinds(n: int = 6, width: int = 16) -> tensat_py.Graph:
+    """A prefix of one kind, then ``n`` equal blocks: two region classes."""
+    b = GraphBuilder()
+    x = b.input((8, width), name="x")
+    x = b.tanh(b.relu(b.matmul(x, b.weight((width, width), name="p0"))))
+    for i in range(n):
+        u = b.relu(b.matmul(x, b.weight((width, width), name=f"a{i}")))
+        v = b.relu(b.matmul(x, b.weight((width, width), name=f"b{i}")))
+        x = b.ewadd(u, v)
+    return b.finish([x])
+
+
+@pytest.mark.parametrize("where", [{"jobs": 2}, {"ray": "local"}], ids=["processes", "ray"])
+def test_region_classes_solved_elsewhere_give_the_same_program(where: dict) -> None:
+    if "ray" in where:
+        pytest.importorskip("ray", reason="the ray extra is not installed")
+    g = _two_kinds()
+    here = tensat_py.optimize(g, regions=True)
+    there = tensat_py.optimize(g, regions=True, **where)
+    assert here.stats["regions"]["classes"] == there.stats["regions"]["classes"] == 2
+    assert there.cost_after == pytest.approx(here.cost_after, rel=1e-12)
+    assert there.cost_after < there.cost_before and there.verify.passed
+    assert there.graph.operator_counts() == here.graph.operator_counts()
+
+
+def test_jobs_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="jobs: must be a positive integer"):
+        tensat_py.optimize("squeezenet", jobs=0)
+    code = CliRunner().invoke(main, ["optimize", "squeezenet", "--jobs", "0"])
+    assert code.exit_code == 2 and "--jobs: must be at least 1" in code.output

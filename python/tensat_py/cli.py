@@ -148,6 +148,21 @@ def main(ctx: click.Context) -> None:
     "(default: the input format's; 0.02 for ONNX, 0 otherwise).",
 )
 @click.option(
+    "-j",
+    "--jobs",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Region classes of a large program explored at once on this many local processes.",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    default=None,
+    help="Explore region classes as tasks of the Ray cluster at this address ('local': "
+    "start one); needs the ray extra.",
+)
+@click.option(
     "--gap",
     type=float,
     default=1e-6,
@@ -208,6 +223,8 @@ def optimize(
     confirm: bool | None,
     quiet: bool,
     gap: float = 1e-6,
+    jobs: int = 1,
+    ray_address: str | None = None,
     input_shape: tuple[str, ...] = (),
     cost_model: str | None = None,
     all_orders: bool = False,
@@ -243,6 +260,7 @@ def optimize(
         if node_limit is not None:
             options.check_explores("node_limit", node_limit)
         options.check_fraction("gap", gap)
+        options.check_explores("jobs", jobs)
         options.check_explores("iter_limit", iter_limit)
         for path in (output, dump_egraph):
             if path:
@@ -287,6 +305,8 @@ def optimize(
             **({"confirm": confirm} if confirm is not None else {}),
             **({"mirror_once": False} if all_orders else {}),
             gap=gap,
+            jobs=jobs,
+            ray=ray_address,
             budget=budget,
         )
         if output:

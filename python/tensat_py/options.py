@@ -161,7 +161,7 @@ def check_count(option: str, value: Any) -> int:
 
 def check_explores(option: str, value: Any) -> int:
     """``value`` when it is a count of at least 1: the command line refuses a node or
-    iteration limit of 0, under which exploration can apply no rule.
+    iteration limit of 0, under which exploration can apply no rule (and 0 jobs).
 
     Raises:
         ValueError: ``"--iter-limit: must be at least 1, got 0 (0 explores nothing)"``.

@@ -132,6 +132,10 @@ class Run:
         policy: a rule-choice policy object, or None (every rule).
         mirror_once: see :func:`tensat_py.optimize`.
         device: the device the cost model prices for.
+        rules_spec, cost_model_spec: the rules and the cost model by name, when they were
+            given by name (regions then may be solved in other processes); else None.
+        jobs, ray: region classes solved on this many local processes, or as tasks of the
+            Ray cluster at this address (:mod:`tensat_py.region_workers`).
         ref: the input's reference outputs (None without verification, and region by
             region, where each changed class is checked alone).
         verify: whether the candidate is checked numerically.
@@ -158,6 +162,10 @@ class Run:
     policy: Any = None
     mirror_once: bool = True
     device: str = ""
+    rules_spec: Any = None
+    cost_model_spec: str | None = None
+    jobs: int = 1
+    ray: str | None = None
     ref: Reference | None = None
     verify: bool = True
     class_reports: list[VerifyReport] = field(default_factory=list)
@@ -336,6 +344,48 @@ def explore_extract_whole(run: Run, dump_egraph: Any = None) -> None:
     }
 
 
+def _solved_elsewhere(
+    run: Run, subs: list[Graph], sizes: list[int], total: float
+) -> list[_Piece] | None:
+    """The region classes solved by :mod:`tensat_py.region_workers` (local processes or
+    Ray), or None to solve them here: one process asked for, one class, or rules, cost
+    model or policy given as Python objects. The wall time counts as exploration and
+    extraction in the proportion the workers spent on each."""
+    parallel = run.ray is not None or (run.jobs > 1 and len(subs) > 1)
+    if not parallel or run.rules_spec is None or run.cost_model_spec is None or run.policy:
+        return None
+    from tensat_py.region_workers import RegionJob, solve_all
+
+    width = max(1, min(run.jobs, len(subs)))
+    jobs = [
+        RegionJob.of(
+            sub,
+            rules=run.rules_spec,
+            cost_model=run.cost_model_spec,
+            device=run.device,
+            limits=run.limits,
+            seconds=max(MIN_PHASE_SECONDS, min(total, total * width * size / sum(sizes))),
+            mirror_once=run.mirror_once,
+        )
+        for sub, size in zip(subs, sizes, strict=True)
+    ]
+    t = time.perf_counter()
+    with run.display.phase(f"regions ({len(jobs)} classes on {run.ray or f'{width} processes'})"):
+        results = solve_all(jobs, workers=width, ray=run.ray)
+    wall = time.perf_counter() - t
+    explore = sum(r.stats.get("explore_seconds", 0.0) for r in results)
+    extract = sum(r.stats.get("extract_seconds", 0.0) for r in results)
+    share = explore / (explore + extract) if explore + extract > 0 else 0.5
+    run.budget.add("exploration", wall * share)
+    run.budget.add("extraction", wall * (1 - share))
+    return [
+        _Piece(
+            r.candidate(sub.meta), r.cost, r.stats, r.extraction, r.explore_limit, r.extract_limit
+        )
+        for r, sub in zip(results, subs, strict=True)
+    ]
+
+
 #: Statistics of the regions' e-graphs that add up (the others are taken from the largest).
 _SUMMED = ("enodes", "eclasses", "filtered_enodes", "explore_seconds", "extract_seconds")
 
@@ -351,12 +401,13 @@ def explore_extract_regions(run: Run, part: Partition) -> None:
     pieces: list[_Piece] = []
     start = time.perf_counter()
     total = run.budget.deadline - run.reserve - start
+    subs = [rep.subgraph(graph) for rep in reps]
+    elsewhere = _solved_elsewhere(run, subs, sizes, total)
     done = 0
-    for rep, size in zip(reps, sizes, strict=True):
+    for k, (sub, size) in enumerate(zip(subs, sizes, strict=True)):
         done += size
         deadline = start + total * done / sum(sizes)
-        sub = rep.subgraph(graph)
-        piece = _explore_extract(run, sub, deadline)
+        piece = elsewhere[k] if elsewhere else _explore_extract(run, sub, deadline)
         # A region's candidate never costs more than the region itself.
         if piece.cost > run.model.graph_cost(sub):
             piece.candidate, piece.cost = sub, run.model.graph_cost(sub)

@@ -157,6 +157,14 @@ def _as_graph(graph: Any) -> Graph:
     )
 
 
+def _by_name(spec: Any) -> bool:
+    """Whether a rules or cost-model argument names what it means (None: the front end's
+    default; a string or path; a list of them), so another process can load it."""
+    if spec is None or isinstance(spec, str | Path):
+        return True
+    return isinstance(spec, list | tuple) and all(isinstance(s, str | Path) for s in spec)
+
+
 def _resolve_cost_model(graph: Graph, cost_model: Any, device: str) -> Any:
     from tensat_py.frontends import defaults_for
 
@@ -191,6 +199,8 @@ def optimize(
     mirror_once: bool = True,
     regions: bool | None = None,
     gap: float = 1e-6,
+    jobs: int = 1,
+    ray: str | None = None,
     budget: Budget | None = None,
 ) -> OptimizeResult:
     """Optimises a tensor program by equality saturation and extraction.
@@ -272,6 +282,11 @@ def optimize(
             bound (default ``1e-6``: proved optimal; ``0.01`` stops within 1 %). Extraction
             also stops, keeping the input, when the critical-path lower bound shows that no
             program can be ``min_gain`` cheaper than the input.
+        jobs: region classes explored and extracted at once on this many local processes
+            (default 1: one after the other, here; :mod:`tensat_py.region_workers`). Only
+            when the rules and the cost model are given by name.
+        ray: the address of a Ray cluster (``"local"``: start one on this machine) whose
+            tasks explore and extract the region classes; needs the ``ray`` extra.
         budget: the wall-clock budget to draw on (:class:`tensat_py.budget.Budget`): the
             ``tensat`` command starts one before loading the program so that loading and
             writing come out of ``time_limit`` too; default a new one of ``time_limit``
@@ -303,6 +318,8 @@ def optimize(
             cost_model=cost_model,
         )
     check_fraction("gap", gap)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs: must be a positive integer, got {jobs!r}")
     if isinstance(graph, Graph):
         graph = _as_graph(graph)
     else:
@@ -339,6 +356,10 @@ def optimize(
             mirror_once=mirror_once,
             device=str(getattr(model, "device", device)),
             verify=verify,
+            rules_spec=rules if _by_name(rules) else None,
+            cost_model_spec=model_name(model) if _by_name(cost_model) else None,
+            jobs=jobs,
+            ray=ray,
         )
     part = phases.partition_for(run, regions, dump_egraph)
     if verify and part is None:
