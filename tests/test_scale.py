@@ -212,3 +212,19 @@ def test_jobs_must_be_positive() -> None:
         tensat_py.optimize("squeezenet", jobs=0)
     code = CliRunner().invoke(main, ["optimize", "squeezenet", "--jobs", "0"])
     assert code.exit_code == 2 and "--jobs: must be at least 1" in code.output
+
+
+def test_a_class_that_fails_its_check_is_named_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tensat_py import phases
+
+    real = phases.verify_graphs
+
+    def wrong(a, b, **kw):  # noqa: ANN001, ANN003, ANN202 - every check fails
+        r = real(a, b, **kw)
+        return type(r)(1.0, 1.0, False, r.tolerance, "made to fail", r.runner)
+
+    monkeypatch.setattr(phases, "verify_graphs", wrong)
+    res = tensat_py.optimize(_stack(6), regions=True)
+    assert res.graph.operator_counts() == _stack(6).operator_counts()  # nothing changed
+    assert "region class 0 (regions [0, 1, 2, 3, 4, 5]" in res.verify.message
+    assert "made to fail" in res.verify.message

@@ -22,6 +22,7 @@ proportion to its operators.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from collections.abc import Mapping
@@ -414,9 +415,16 @@ def explore_extract_regions(run: Run, part: Partition) -> None:
         if run.verify and not _same_program(sub, piece.candidate):
             with run.budget.phase("verification"), run.display.phase("verification"):
                 report = verify_graphs(sub, piece.candidate, seed=0, dtype="float64")
-            run.class_reports.append(report)
             if not report.passed:  # that class keeps its region as it was
                 piece.candidate, piece.cost = sub, run.model.graph_cost(sub)
+                first = part.classes[k][0]
+                names = [graph.nodes[i].name for i in part.regions[first].nodes[:1]]
+                report = dataclasses.replace(
+                    report,
+                    message=f"region class {k} (regions {part.classes[k]}, from node "
+                    f"{names[0] if names else '?'}): {report.message}",
+                )
+            run.class_reports.append(report)
         programs.append(piece.candidate)
         pieces.append(piece)
     with run.budget.phase("extraction"):
