@@ -85,6 +85,25 @@ impl FilterList {
             .insert(n.clone().map_children(|c| egraph.find(c)))
     }
 
+    /// Take off the filter list every e-node of an e-class whose e-nodes are all on it,
+    /// and return how many. Filtering is by e-node, and e-nodes filtered in different
+    /// classes can become one e-class's only e-nodes once congruence merges them (a
+    /// shrinking union filters `reshape(b)` above `a`, and a later union of `b` with the
+    /// class below makes it `a`'s own `reshape`). [`filter_cycles`] then breaks the cycles
+    /// through them again, preferring e-nodes whose e-class keeps another. The e-graph
+    /// must be rebuilt (canonical).
+    pub fn release_emptied(&mut self, egraph: &EG) -> usize {
+        let mut released = 0;
+        for class in egraph.classes() {
+            if !class.nodes.is_empty() && class.nodes.iter().all(|n| self.filtered.contains(n)) {
+                for n in &class.nodes {
+                    released += usize::from(self.filtered.remove(n));
+                }
+            }
+        }
+        released
+    }
+
     /// Number of filtered e-nodes.
     pub fn len(&self) -> usize {
         self.filtered.len()
@@ -274,10 +293,16 @@ pub fn nodes_reaching(egraph: &EG, filter: &FilterList, class: Id, target: Id) -
             }
         }
     }
+    // An e-node that the target itself holds (equal once canonical: the e-graph is not
+    // rebuilt, so a congruence between `class` and `target` may be pending) stays: the
+    // union makes it the target's own e-node, and filtering it could leave the merged
+    // e-class without one. A cycle through it is broken by post-processing instead.
+    let own: FxHashSet<Mdl> = egraph[target].nodes.iter().map(canon).collect();
     let mut out: Vec<Mdl> = Vec::new();
     for node in &egraph[class].nodes {
         let node = canon(node);
         if !filter.contains(&node)
+            && !own.contains(&node)
             && node.children().iter().any(|ch| reaching.contains(ch))
             && !out.contains(&node)
         {
@@ -287,12 +312,14 @@ pub fn nodes_reaching(egraph: &EG, filter: &FilterList, class: Id, target: Id) -
     out
 }
 
-/// DFS post-processing: while the e-graph (without filtered e-nodes) has a cycle, put the
-/// newest e-node of each cycle found on the filter list, preferring e-nodes whose e-class
-/// keeps another unfiltered e-node (an e-class whose last e-node is filtered can no longer
-/// be extracted). Returns how many e-nodes were added. The e-graph must be rebuilt
+/// DFS post-processing: first an e-class whose e-nodes are all filtered gets them back
+/// ([`FilterList::release_emptied`]); then, while the e-graph (without filtered e-nodes)
+/// has a cycle, put the newest e-node of each cycle found on the filter list, preferring
+/// e-nodes whose e-class keeps another unfiltered e-node (an e-class whose last e-node is
+/// filtered can no longer be extracted). Returns how many e-nodes were added. The e-graph must be rebuilt
 /// (canonical).
 pub fn filter_cycles(egraph: &mut EG, filter: &mut FilterList) -> usize {
+    filter.release_emptied(egraph);
     let mut added = 0;
     loop {
         let found = one_pass(egraph, filter);
@@ -434,6 +461,55 @@ mod tests {
         let mut filter = FilterList::default();
         filter.insert(&eg, &found[0]);
         assert!(nodes_reaching(&eg, &filter, top, x).is_empty());
+    }
+
+    #[test]
+    fn nodes_reaching_keeps_an_enode_the_target_holds_under_a_pending_congruence() {
+        // S = {relu(x), sigmoid(A)}, A = {tanh(S)}, D = {tanh(C)}; C is unioned with S and
+        // the e-graph not rebuilt, so D's tanh(C) is A's tanh(S). A shrinking union of D
+        // into A must not filter it: it is A's only e-node (the jax.nn.one_hot case).
+        let mut eg: EG = Default::default();
+        let s = eg.add_expr(&"(relu (input x@2))".parse().unwrap());
+        let a = eg.add_expr(&"(tanh (relu (input x@2)))".parse().unwrap());
+        let g = eg.add_expr(&"(sigmoid (tanh (relu (input x@2))))".parse().unwrap());
+        let d = eg.add_expr(&"(tanh (exp (input x@2)))".parse().unwrap());
+        let c = eg.add_expr(&"(exp (input x@2))".parse().unwrap());
+        eg.union(s, g);
+        eg.rebuild();
+        eg.union(c, s);
+        let found = nodes_reaching(&eg, &FilterList::default(), d, a);
+        assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn an_enode_filtered_elsewhere_that_becomes_a_class_s_only_one_is_given_back() {
+        // D = {tanh(B)} has its e-node filtered (a shrinking union's victim); B is then
+        // unioned with S, so congruence makes tanh(B) A's only e-node tanh(S). The cycle
+        // S -> A -> S must be broken at sigmoid(A) in S, which keeps relu(x).
+        let mut eg: EG = Default::default();
+        let s = eg.add_expr(&"(relu (input x@2))".parse().unwrap());
+        let a = eg.add_expr(&"(tanh (relu (input x@2)))".parse().unwrap());
+        let b = eg.add_expr(&"(sigmoid (tanh (relu (input x@2))))".parse().unwrap());
+        let d = eg.add_expr(
+            &"(tanh (sigmoid (tanh (relu (input x@2)))))"
+                .parse()
+                .unwrap(),
+        );
+        eg.rebuild();
+        let mut filter = FilterList::default();
+        filter.record_births(&eg, 0);
+        filter.insert(&eg, &Mdl::op("tanh", vec![b]).unwrap());
+        eg.union(b, s);
+        eg.rebuild();
+        filter.record_births(&eg, 1);
+        let (s, a) = (eg.find(s), eg.find(a));
+        assert_eq!(a, eg.find(d));
+        let only = Mdl::op("tanh", vec![s]).unwrap();
+        assert!(filter.contains(&only), "the setup filters A's only e-node");
+        filter_cycles(&mut eg, &mut filter);
+        assert!(!filter.contains(&only));
+        assert!(filter.contains(&Mdl::op("sigmoid", vec![a]).unwrap()));
+        assert_eq!(filter.unfiltered_in(&eg, s), 1);
     }
 
     #[test]
