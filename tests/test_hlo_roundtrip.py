@@ -589,16 +589,20 @@ ENTRY e {
     np.testing.assert_allclose(xla_exec.run_text(printed, [a, b])[0], -(a * a - b * b))
 
 
-def test_a_weight_without_a_literal_is_an_export_error_not_unparsable_text() -> None:
-    # It printed `constant({...})`, which no XLA parser reads.
-    from tensat_py.frontends.hlo import HloExportError
+def test_a_weight_without_a_literal_is_an_entry_parameter_not_unparsable_text() -> None:
+    # It printed `constant({...})`, which no XLA parser reads; then it was an export
+    # error; now (issue 41) a weight without values is a parameter after the inputs.
+    from tensat_py.frontends.hlo import entry_leaves
     from tensat_py.graph import Graph
 
     g = Graph()
     x = g.add_input("x", (2, 3))
     g.outputs = [g.add_node("add", {}, [x, g.add_weight("w", (2, 3))])]
-    with pytest.raises(HloExportError, match="weight `w` has no HLO literal"):
-        dumps(g)
+    text = dumps(g)
+    assert "{...}" not in text and "%w = f32[2,3] parameter(1)" in text
+    assert entry_leaves(g) == ["x", "w"]
+    a, b = np.ones((2, 3), np.float32), np.full((2, 3), 2.5, np.float32)
+    np.testing.assert_array_equal(xla_exec.run_text(text, [a, b])[0], a + b)
 
 
 def test_mixed_precision_dot_is_opaque_not_an_error() -> None:

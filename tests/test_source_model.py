@@ -125,16 +125,18 @@ def test_a_kept_input_is_written_as_its_source_model_only_when_that_runs_faster(
 
 def test_the_candidate_must_beat_both_the_export_and_the_source_model(monkeypatch):
     g = tonnx.load(_source(), input_shapes=SHAPES)
-    base = [2.0, 1.0, 1.5]  # the input's export, the candidate, the source model
+    # The input's export, its copy (the A/A), the candidate, the source model.
+    base = [2.0, 2.0, 1.0, 1.5]
 
-    def rotating(calls, rounds, warmup):
-        assert len(calls) == 3
+    def rotating(calls, rounds, warmup, clock=None):
+        assert len(calls) == 4
         return [[base[i]] * rounds for i in range(len(calls))]
 
     monkeypatch.setattr(confirm_mod.timing, "rotating", rotating)
     c = measured_speedup(g, g, budget=0.05, min_rounds=5, max_rounds=5)
     assert c.speedup == pytest.approx(1.5) and c.source_gain == pytest.approx(2.0 / 1.5)
     assert c.source_ms == pytest.approx(1500.0) and c.candidate_ms == pytest.approx(1000.0)
+    assert c.aa == pytest.approx(1.0) and c.runtime == "onnxruntime-cpu"
 
 
 def test_measured_speedup_times_the_source_model_of_an_onnx_input():

@@ -3,7 +3,9 @@ optimised through XLA side by side.
 
 For each ``*.hlo`` file (sorted by name): parse, skip it when its structural hash
 (:func:`tensat_py.frontends.hlo.graph_hash`, names/metadata/layouts ignored) equals an
-earlier module's, load, optimise (rules ``tensor+hlo``, the roofline model), and time both
+earlier module's, load, optimise (rules ``tensor+hlo``; the cost model and device of the
+configuration: by default the roofline model's ``t4`` preset; ``cost_model="xla"`` prices
+programs as XLA's CPU client runs them), and time both
 modules with XLA's full CPU pipeline
 (:func:`tensat_py.runtime.xla_exec.time_interleaved`: one compilation each, a warm-up run,
 then round-robin runs for about ``budget_s`` seconds) on the same random arguments.
@@ -21,7 +23,9 @@ excluded), ``e-nodes``, ``opt s`` (load, exploration and extraction: the optimis
 proper), ``verify s`` (the verification inside :func:`tensat_py.optimize`: both modules
 compiled and run through XLA), ``compile ms`` and ``run ms``
 of original and optimised, ``run ratio`` (optimised / original) and ``A/A`` (second
-original / first original), ``max rel err`` (``max|a - b| / max|a|`` over outputs).
+original / first original), ``predicted`` (the cost model's cost before / after: its
+predicted speedup, for the program kept), ``max rel err`` (``max|a - b| / max|a|`` over
+outputs)
 """
 
 from __future__ import annotations
@@ -65,6 +69,10 @@ class HloRow:
     aa: float = math.nan
     max_rel_err: float = math.nan
     verify_runner: str = ""
+    #: The cost model's predicted speedup of the program kept: cost before / cost after.
+    predicted: float = math.nan
+    #: ``name/device`` of the cost model that chose the program.
+    cost_model: str = ""
 
 
 @dataclass
@@ -77,8 +85,10 @@ class HloBenchConfig:
     extractor: str = "ilp"
     solver: str = "highs"
     time_limit: float = 10.0
-    node_limit: int = 20_000
+    node_limit: int | None = 20_000  # None: the optimiser's default (per operator)
     budget_s: float = 2.0  # seconds of round-robin timed runs per module
+    cost_model: str | None = None  # None: roofline on device t4 (the optimiser's default)
+    device: str = "t4"
     timeout_s: float = 900.0
     ray_address: str | None = None
     files: list[Path] = field(default_factory=list)
@@ -110,9 +120,11 @@ def bench_module(
     path: str,
     extractor: str,
     time_limit: float,
-    node_limit: int,
+    node_limit: int | None,
     budget_s: float,
     solver: str = "highs",
+    cost_model: str | None = None,
+    device: str = "t4",
 ) -> dict[str, Any]:
     """Optimise one module and time it through XLA; returns an :class:`HloRow` as a dict.
 
@@ -134,6 +146,8 @@ def bench_module(
             solver=solver,
             time_limit=time_limit,
             node_limit=node_limit,
+            cost_model=cost_model,
+            device=device,
         )
         total_s = time.perf_counter() - t0
         row.verify_s = float(result.stats.get("phase_seconds", {}).get("verification", 0.0))
@@ -141,6 +155,8 @@ def bench_module(
         row.ops_after = result.graph.num_operators()
         row.enodes = int(result.stats.get("enodes") or 0)
         row.extraction = result.extraction_status
+        row.predicted = result.cost_before / result.cost_after if result.cost_after else math.nan
+        row.cost_model = f"{result.cost_model}/{result.device}"
         row.verify_runner = result.verify.runner if result.verify else ""
         original = print_module(parse_file(path))
         optimised = dumps(result.graph)
@@ -194,7 +210,15 @@ def run_hlo_bench(
             todo.append(f)
     hashes = {f: _hash(f) for f in todo}
     t0 = time.perf_counter()
-    args = (cfg.extractor, cfg.time_limit, cfg.node_limit, cfg.budget_s, cfg.solver)
+    args = (
+        cfg.extractor,
+        cfg.time_limit,
+        cfg.node_limit,
+        cfg.budget_s,
+        cfg.solver,
+        cfg.cost_model,
+        cfg.device,
+    )
     with Progress(
         TextColumn("[bold]hlo bench"),
         BarColumn(),
@@ -261,21 +285,25 @@ def markdown(rows: Sequence[HloRow]) -> str:
     head = (
         "| module | ops before | ops after | e-nodes | opt s | verify s | extraction | "
         "compile ms orig | compile ms opt | run ms orig | run ms opt | run ratio | A/A | "
-        "max rel err | note |"
+        "predicted speedup | max rel err | note |"
     )
-    lines = [head, "|" + "---|" * 15]
+    lines = [head, "|" + "---|" * 16]
     for r in rows:
         if r.status != "ok":
-            lines.append(f"| {r.module} | | | | | | | | | | | | | | {r.status}: {r.reason} |")
+            lines.append(f"| {r.module} | | | | | | | | | | | | | | | {r.status}: {r.reason} |")
             continue
         lines.append(
             f"| {r.module} | {r.ops_before} | {r.ops_after} | {r.enodes} | {_f(r.opt_s)} | "
             f"{_f(r.verify_s)} | {r.extraction} | {_f(r.compile_ms_orig, 1)} | "
             f"{_f(r.compile_ms_opt, 1)} | "
             f"{_f(r.run_ms_orig, 3)} | {_f(r.run_ms_opt, 3)} | {_f(r.ratio, 3)} | "
-            f"{_f(r.aa, 3)} | {r.max_rel_err:.1e} | |"
+            f"{_f(r.aa, 3)} | {_f(r.predicted, 3)} | {r.max_rel_err:.1e} | |"
         )
     return "\n".join(lines)
+
+
+def _model_name(cfg: HloBenchConfig) -> str:
+    return f"{cfg.cost_model or 'roofline'} ({cfg.device})"
 
 
 def write_report(cfg: HloBenchConfig, rows: Sequence[HloRow], wall_s: float) -> Path:
@@ -293,7 +321,9 @@ def write_report(cfg: HloBenchConfig, rows: Sequence[HloRow], wall_s: float) -> 
         "",
         f"Command: `{cfg.command or 'tensat bench hlo ' + str(cfg.folder)}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}; "
-        f"XLA CPU through jaxlib; wall time {wall_s:.0f} s.",
+        f"XLA CPU through jaxlib; wall time {wall_s:.0f} s. Programs chosen by the "
+        f"{_model_name(cfg)} cost model; `predicted speedup` is that model's prediction, "
+        "`run ratio` and `A/A` are measured on XLA CPU.",
         "",
         markdown(rows),
         "",

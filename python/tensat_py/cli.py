@@ -131,8 +131,10 @@ def main(ctx: click.Context) -> None:
     default=None,
     help="Cost model: roofline (FLOPs and bytes against the --device preset; predicted), "
     "profile (each operator timed on --device, cached), learned (gradient-boosted trees "
-    "on the profile cache), rlo (RLO's unitless costs, Knossos .ks programs only). "
-    "Default: the input format's (rlo for .ks, else roofline). See docs/cost-models.md.",
+    "on the profile cache), rlo (RLO's unitless costs, Knossos .ks programs only), xla "
+    "(XLA's CPU backend measured through jaxlib, its fusions included; --device cpu). "
+    "Default: the input format's (rlo for .ks, xla for .hlo on --device cpu, else "
+    "roofline). See docs/cost-models.md.",
 )
 @click.option("--no-verify", is_flag=True, help="Skip numerical verification.")
 @click.option(
@@ -172,9 +174,9 @@ def main(ctx: click.Context) -> None:
 @click.option(
     "--confirm/--no-confirm",
     default=None,
-    help="Time input and result side by side on onnxruntime and keep the result only if "
-    "it runs at least 1% faster (default: on for --cost-model profile/learned on "
-    "--device cpu).",
+    help="Time input and result side by side, with an A/A, on the input's runtime "
+    "(onnxruntime; XLA on the CPU for .hlo) and keep the result only if it runs at least "
+    "1% faster (default: on for --cost-model profile/learned/xla on --device cpu).",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No progress display on stderr.")
 @click.option("--dump-egraph", type=click.Path(dir_okay=False), help="Write the e-graph as JSON.")
@@ -483,6 +485,15 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
             f"measured speedup ({st.get('measured_on', 'onnxruntime')})",
             f"{st['measured_speedup']:.3f}x ({st.get('confirm_rounds', '?')} rounds)",
         )
+        aa, aa_iv = st.get("measured_aa"), st.get("measured_aa_interval")
+        if isinstance(aa, float) and aa == aa and aa_iv:
+            table.add_row(
+                "  A/A (input vs its copy)", f"{aa:.3f}x [{aa_iv[0]:.3f}, {aa_iv[1]:.3f}]"
+            )
+        if st.get("measured_runtime"):
+            on = st["measured_runtime"]
+            version = st.get("measured_runtime_version")
+            table.add_row("  measured on", f"{on} ({version})" if version else on)
     if st.get("policy") == "learned":
         table.add_row(
             "learned second stage (s)",

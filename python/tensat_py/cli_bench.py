@@ -199,6 +199,20 @@ def _seconds(flag: str, default: float, help: str) -> Any:
 @click.option(
     "--ray", "ray_address", default=None, help="Ray cluster address ('local': start one)."
 )
+@click.option(
+    "--cost-model",
+    type=click.Choice(["roofline", "xla"]),
+    default="roofline",
+    show_default=True,
+    help="Cost model choosing each program: roofline (predicted, the --device preset) or "
+    "xla (XLA CPU as measured through jaxlib).",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["t4", "a100", "h100", "cpu"]),
+    default=None,
+    help="Cost-model device (default: t4 for roofline, cpu for xla).",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar; one line per module.")
 def bench_hlo(
     folders: tuple[str, ...],
@@ -212,6 +226,8 @@ def bench_hlo(
     budget: float,
     timeout: float,
     ray_address: str | None,
+    cost_model: str,
+    device: str | None,
     no_progress: bool,
 ) -> None:
     """Optimise every *.hlo module in FOLDERS and run original and optimised through XLA."""
@@ -238,6 +254,8 @@ def bench_hlo(
         budget_s=budget,
         timeout_s=timeout,
         ray_address=ray_address,
+        cost_model=cost_model,
+        device=device or ("cpu" if cost_model == "xla" else "t4"),
         command="tensat " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
     )
 

@@ -4,6 +4,9 @@
   (a zoo name or a file) and, unless ``--no-egraph``, every e-node of its saturated
   e-graph (the alternatives ``tensat optimize --cost-model profile`` will ask for), with a
   progress bar; figures already cached are not measured again;
+* ``tensat profile --runtime xla MODEL...`` fills the cache of the ``xla`` cost model
+  instead (:mod:`tensat_py.cost.xla`: XLA's CPU backend through jaxlib, its library calls
+  per signature and its fused kernels per element and per pass);
 * ``tensat profile --stats`` shows what the cache holds, per device and operator;
 * ``tensat profile --train`` fits the learned model (:mod:`tensat_py.cost.learned`) to the
   device's measurements and prints its held-out Spearman rank correlation (stored with the
@@ -42,6 +45,14 @@ def _fail(msg: str) -> None:
     default=None,
     help="cpu: onnxruntime (default) or numpy; gpu: cupy.",
 )
+@click.option(
+    "--runtime",
+    default="onnxruntime",
+    show_default=True,
+    type=click.Choice(["onnxruntime", "xla"]),
+    help="Whose figures to measure: onnxruntime (the profile cost model, --backend) or xla "
+    "(the xla cost model: XLA's CPU backend through jaxlib; --device cpu).",
+)
 @click.option("--no-egraph", is_flag=True, help="Measure the model's operators only.")
 @click.option("--stats", is_flag=True, help="Show what the cache holds.")
 @click.option("--train", is_flag=True, help="Fit the learned model to the cache.")
@@ -59,6 +70,7 @@ def profile(
     models: tuple[str, ...],
     device: str,
     backend: str | None,
+    runtime: str,
     no_egraph: bool,
     stats: bool,
     train: bool,
@@ -79,8 +91,10 @@ def profile(
     try:
         db = ProfileDatabase()
         for name in models:
-            _profile_model(db, name, device, backend, not no_egraph, quiet, shapes)
+            _profile_model(db, name, device, backend, not no_egraph, quiet, shapes, runtime)
         if train:
+            if runtime == "xla":
+                _fail("--train fits the learned model to onnxruntime figures; drop --runtime xla")
             _train(db, device, backend, objective)
         if stats:
             _stats(db)
@@ -89,7 +103,15 @@ def profile(
         _fail(text[0] if text else type(e).__name__)
 
 
-def _model(db, device: str, backend: str | None, progress=None):
+def _model(db, device: str, backend: str | None, progress=None, runtime: str = "onnxruntime"):
+    if runtime == "xla":
+        from tensat_py.cost.xla import XlaCostModel
+
+        if backend is not None:
+            raise ValueError(
+                "--backend chooses the onnxruntime measurer; drop it with --runtime xla"
+            )
+        return XlaCostModel(device, db=db, progress=progress)
     from tensat_py.cost.profile import ProfileCostModel
 
     return ProfileCostModel(device, backend=backend, db=db, progress=progress)
@@ -103,6 +125,7 @@ def _profile_model(
     egraph: bool,
     quiet: bool,
     shapes: dict[str, tuple[int, ...]],
+    runtime: str = "onnxruntime",
 ):
     import tensat_py
     from tensat_py import _core
@@ -112,7 +135,7 @@ def _profile_model(
 
     console = Console(stderr=True)
     graph = tensat_py.load(name, input_shapes=shapes) if shapes else tensat_py.load(name)
-    model = _model(db, device, backend)
+    model = _model(db, device, backend, runtime=runtime)
     ctxs = list(model.program_contexts(graph))
     n_graph = len(model.missing(ctxs))
     if egraph:
@@ -160,9 +183,10 @@ def _profile_model(
     # Price the graph itself (fusion read from its producers): the cached figures.
     total = model.graph_cost(graph)
     reorders = max(model.measured - len(todo), 0)  # measured while pricing (NCHWc layout)
+    extra = "memory passes and program regions" if runtime == "xla" else "NCHWc reorders"
     click.echo(
         f"{name}: {len(todo) + reorders} new measurements ({n_graph} for the graph's own "
-        f"operators, {reorders} NCHWc reorders) in "
+        f"operators, {reorders} {extra}) in "
         f"{time.perf_counter() - t0:.1f} s on {model.backend.name} "
         f"[{model.fingerprint}]; graph cost {total * 1e3:.3f} ms"
     )

@@ -60,9 +60,9 @@ OrderVars = Literal["real", "int"]
 """The ILP's topological-order variables when ``cycle_filter="none"``."""
 Device = Literal["t4", "a100", "h100", "cpu", "gpu", "cuda"]
 """The device a cost model prices for: a roofline preset (``t4``, ``a100``, ``h100``,
-``cpu``), or, for the measured models (``profile``, ``learned``), ``cpu`` (this machine's
-CPU) or a GPU: ``gpu``/``cuda`` (GPU 0 through CuPy) or a GPU preset's name."""
-CostModelName = Literal["roofline", "profile", "learned", "rlo"]
+``cpu``), or, for the measured models (``profile``, ``learned``, ``xla``), ``cpu`` (this
+machine's CPU) or a GPU: ``gpu``/``cuda`` (GPU 0 through CuPy) or a GPU preset's name."""
+CostModelName = Literal["roofline", "profile", "learned", "rlo", "xla"]
 """Cost models known by name (:func:`tensat_py.cost.get_cost_model`)."""
 
 EXTRACTORS: tuple[str, ...] = get_args(Extractor)

@@ -7,7 +7,8 @@ for verification, whose time predicts the candidate's check), :func:`partition_f
 (regions, :mod:`tensat_py.regions`), :func:`explore_extract_whole` or
 :func:`explore_extract_regions` (saturation and extraction, and refinement where the cost
 model prices whole programs), :func:`verify_candidate`, :func:`decide` (keep the candidate
-or the input, and why), :func:`confirm` (timed on onnxruntime) and :func:`result`.
+or the input, and why), :func:`confirm` (timed on the input's runtime: onnxruntime, or XLA
+for HLO) and :func:`result`.
 
 Time (``docs/exploration.md``): the reference run comes first and an estimate of the
 candidate's check (:data:`VERIFY_RESERVE_FACTOR` times it) is kept back; exploration gets at
@@ -27,7 +28,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensat_py import _core
 from tensat_py.budget import Budget
@@ -40,6 +41,9 @@ from tensat_py.regions import Partition, partition, stitch
 from tensat_py.result import OptimizeResult, model_name
 from tensat_py.verify import Reference, VerifyReport, reference
 from tensat_py.verify import verify as verify_graphs
+
+if TYPE_CHECKING:
+    from tensat_py.runtime.protocol import Runtime
 
 __all__ = [
     "CONFIRM_MARGIN",
@@ -67,8 +71,9 @@ __all__ = [
 #: input and is cheaper by less than this share is not cheaper (``fallback-not-cheaper``).
 ROUNDING = 1e-9
 
-#: Measured speedup (input / candidate latency on onnxruntime) a confirmed candidate must
-#: reach: above onnxruntime's run-to-run noise on a quiet machine (A/A ratios within 1 %).
+#: Measured speedup (input / candidate latency on the runtime: onnxruntime, or XLA for HLO)
+#: a confirmed candidate must reach: above onnxruntime's run-to-run noise on a quiet
+#: machine (A/A ratios within 1 %); each confirmation reports its own A/A beside it.
 CONFIRM_MARGIN = 0.01
 
 #: Measured gain (input-as-exported / source-model latency) above which a kept ONNX input
@@ -565,31 +570,56 @@ def _decide(run: Run) -> None:
         run.best, run.cost_after = graph, before
 
 
-def confirm(run: Run, confirm: bool | None) -> None:
+def confirm(run: Run, confirm: bool | Runtime | None) -> None:
     """With ``confirm`` (default: for a cost model measured on the CPU), times the input
-    and the candidate side by side on onnxruntime and keeps the candidate only when it
-    runs at least :data:`CONFIRM_MARGIN` faster; an ONNX input kept is written as its
-    source model when that ran more than :data:`SOURCE_MARGIN` faster than its export."""
+    and the candidate side by side on the input's runtime (XLA on the CPU for HLO,
+    onnxruntime otherwise; or the :class:`~tensat_py.runtime.protocol.Runtime` given) and
+    keeps the candidate only when it is measurably faster: its median per-round speedup
+    at least ``1 +`` :data:`CONFIRM_MARGIN` and the lower end of that median's 95 %
+    interval (:func:`~tensat_py.runtime.timing.median_interval`) above 1; an ONNX
+    input kept is written as its source model when that ran more than
+    :data:`SOURCE_MARGIN` faster than its export."""
     graph, candidate = run.graph, run.candidate
     assert candidate is not None
     if not _confirms(confirm, run.model) or not (run.best is candidate or _has_source_model(graph)):
         return
     from tensat_py.runtime.confirm import measured_speedup
+    from tensat_py.runtime.protocol import Runtime, runtime_for
 
+    runtime = confirm if isinstance(confirm, Runtime) else runtime_for(graph)
     budget = max(0.5, min(10.0, run.budget.left()))
     with run.budget.phase("confirmation"), run.display.phase("confirmation"):
-        c = measured_speedup(graph, candidate if run.best is candidate else None, budget=budget)
+        c = measured_speedup(
+            graph, candidate if run.best is candidate else None, runtime=runtime, budget=budget
+        )
     run.stats.update(confirm_rounds=c.rounds)
     if run.best is candidate:
-        run.stats.update(measured_speedup=c.speedup, measured_on="onnxruntime")
-        if c.speedup < 1.0 + CONFIRM_MARGIN:
+        run.stats.update(
+            measured_speedup=c.speedup,
+            measured_on=_FAMILY.get(c.runtime, c.runtime),
+            measured_runtime=c.runtime,
+            measured_runtime_version=c.runtime_version,
+            measured_speedup_interval=list(c.speedup_interval),
+            measured_aa=c.aa,
+            measured_aa_interval=list(c.aa_interval),
+            measured_input_ms=c.input_ms,
+            measured_candidate_ms=c.candidate_ms,
+        )
+        low = c.speedup_interval[0]
+        if c.speedup < 1.0 + CONFIRM_MARGIN or low <= 1.0:  # NaN: no interval
             status = run.extraction.status if run.extraction is not None else ""
+            aa = ""
+            if not math.isnan(c.aa):
+                lo, hi = c.aa_interval
+                aa = f", A/A {c.aa:.3f}x [{lo:.3f}, {hi:.3f}]"
             run.status = "fallback-not-faster"
             run.message = (
                 f"the extracted program ({status}) is predicted "
                 f"{run.cost_before / run.candidate_cost:.3f}x faster but measured "
-                f"{c.speedup:.3f}x on onnxruntime ({c.rounds} rounds), below "
-                f"{1 + CONFIRM_MARGIN:g}x; kept the input"
+                f"{c.speedup:.3f}x [{low:.3f}, {c.speedup_interval[1]:.3f}] on "
+                f"{_FAMILY.get(c.runtime, c.runtime)} ({c.rounds} rounds{aa}; {c.label}), "
+                f"not measurably faster (at least {1 + CONFIRM_MARGIN:g}x, the interval "
+                "above 1); kept the input"
             )
             run.best, run.cost_after = graph, run.cost_before
     if not math.isnan(c.source_gain):  # timed
@@ -600,6 +630,11 @@ def confirm(run: Run, confirm: bool | None) -> None:
             f"; written as the source model, which onnxruntime ran {c.source_gain:.3f}x "
             "faster than the input's export"
         )
+
+
+#: Short names of the runtimes confirmation times on (``stats["measured_on"]``, labels),
+#: as the verification runners name them.
+_FAMILY = {"onnxruntime-cpu": "onnxruntime", "xla-cpu": "xla"}
 
 
 #: The phases ``stats["phase_seconds"]`` always lists (others, such as the command's
@@ -657,12 +692,12 @@ def _refine(
     return refine(export, choices, toward, model.graph_cost, deadline, meta=graph.meta, start=start)
 
 
-def _confirms(confirm: bool | None, model: Any) -> bool:
-    """Whether to time the candidate on onnxruntime (see ``optimize(confirm=...)``)."""
+def _confirms(confirm: bool | Runtime | None, model: Any) -> bool:
+    """Whether to time the candidate on its runtime (see ``optimize(confirm=...)``)."""
     if confirm is not None:
         return bool(confirm)
     return (
-        getattr(model, "name", "") in ("profile", "learned")
+        getattr(model, "name", "") in ("profile", "learned", "xla")
         and getattr(model, "device", "") == "cpu"
     )
 

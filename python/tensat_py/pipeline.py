@@ -21,10 +21,11 @@ the time is shared. A large program is optimised region by region
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensat_py import _core, phases
 from tensat_py.budget import Budget
@@ -44,6 +45,9 @@ from tensat_py.phases import CONFIRM_MARGIN, ROUNDING, SOURCE_MARGIN
 from tensat_py.progress import PhaseDisplay
 from tensat_py.result import FALLBACKS, OptimizeResult, model_name, prediction_basis, report_json
 from tensat_py.result import finite as _finite
+
+if TYPE_CHECKING:
+    from tensat_py.runtime.protocol import Runtime
 
 __all__ = [
     "CONFIRM_MARGIN",
@@ -65,6 +69,10 @@ RULES_DIR = Path(__file__).parent / "rules"
 """Folder of the shipped rule files (``rules/`` in the repository)."""
 #: The name of the built-in constant-folding rule set in :func:`load_rules`.
 FOLD = "fold"
+#: Share of the time left at setup during which a cost model that measures on demand
+#: (``xla``: :meth:`tensat_py.cost.xla.XlaCostModel.measure_until`) may measure the
+#: signatures the cache lacks; past it, it estimates them.
+MEASURE_SHARE = 0.4
 #: The name of the built-in layout rule set in :func:`load_rules` (the squeeze-excite gate
 #: upsampled to the gated tensor's shape, ``_core.RuleSet.layout()``).
 LAYOUT = "layout"
@@ -170,7 +178,7 @@ def _resolve_cost_model(graph: Graph, cost_model: Any, device: str) -> Any:
 
     if cost_model is None:
         fe = defaults_for(graph)
-        cost_model = fe.default_cost_model if fe is not None else "roofline"
+        cost_model = fe.cost_model_for(device) if fe is not None else "roofline"
     if isinstance(cost_model, str):
         return get_cost_model(cost_model, device)
     return cost_model  # an object implementing the protocol (checked by the options)
@@ -195,7 +203,7 @@ def optimize(
     progress: bool | PhaseDisplay = False,
     policy: str | Any = "default",
     min_gain: float | None = None,
-    confirm: bool | None = None,
+    confirm: bool | Runtime | None = None,
     mirror_once: bool = True,
     regions: bool | None = None,
     gap: float = 1e-6,
@@ -251,17 +259,22 @@ def optimize(
             error is not worth a program the runtime may fuse worse. Default: the front
             end's (``0.02`` for ONNX, whose runtime fuses operators the models do not
             price), else 0.
-        confirm: time the input and the candidate side by side on onnxruntime (CPU,
-            ``ORT_ENABLE_ALL``; :func:`tensat_py.runtime.confirm.measured_speedup`, at
-            least 5 rotating rounds within the time left, at most 10 s) and keep the
-            candidate only if it measures at least :data:`CONFIRM_MARGIN` (1 %) faster.
+        confirm: time the input and the candidate side by side, with a second copy of
+            the input as an A/A control, on the input's runtime (XLA's CPU client for HLO
+            input; onnxruntime on the CPU, ``ORT_ENABLE_ALL``, otherwise; or the
+            :class:`tensat_py.runtime.protocol.Runtime` given here instead of True;
+            :func:`tensat_py.runtime.confirm.measured_speedup`, at least 5 rotating rounds
+            within the time left, at most 10 s) and keep the candidate only if it measures
+            at least :data:`CONFIRM_MARGIN` (1 %) faster. The result names the runtime
+            and the A/A (``stats["measured_on"]``, ``stats["measured_aa"]``,
+            ``to_json()["measured"]``).
             For an input loaded from ONNX the source model as given is timed too: the
             candidate must beat it as well, and a kept input is written as that model
             (``meta[WRITE_SOURCE]``, :func:`tensat_py.frontends.onnx.exporter.source_model`)
             when it ran more than :data:`SOURCE_MARGIN` (3 %) faster than the input's
             export (``stats["source_gain"]``). Default: on for a cost model measured on the CPU
-            (``profile``, ``learned`` with ``device="cpu"``), whose per-operator figures
-            cannot see onnxruntime's fusions across operators; off otherwise.
+            (``profile``, ``learned``, ``xla`` with ``device="cpu"``), whose figures may
+            miss the runtime's fusions across operators; off otherwise.
         policy: rule choice (:mod:`tensat_py.policies`): ``"default"`` (Tensat's schedule),
             ``"learned"`` (the default, then one learned multi-pattern iteration on its
             program, :mod:`tensat_py.policies.staged`; kept only where cheaper and
@@ -341,6 +354,8 @@ def optimize(
         if not 0.0 <= floor < 1.0:
             raise ValueError(f"min_gain must be in [0, 1), got {floor}")
         model = _resolve_cost_model(graph, cost_model, device)
+        if callable(getattr(model, "measure_until", None)):  # measured on demand (xla)
+            model.measure_until(time.monotonic() + MEASURE_SHARE * budget.left())
         run = phases.Run(
             graph=graph,
             budget=budget,

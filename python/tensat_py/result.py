@@ -29,11 +29,13 @@ FALLBACKS = ("fallback-unverified", "fallback-not-cheaper", "fallback-not-faster
 
 
 def finite(x: Any) -> Any:
-    """``x`` for JSON: non-finite floats become ``None``; dicts recursively."""
+    """``x`` for JSON: non-finite floats become ``None``; dicts and lists recursively."""
     if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
         return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [finite(v) for v in x]
     return x
 
 
@@ -95,7 +97,9 @@ class OptimizeResult:
 
     ``speedup`` is the cost model's *prediction* for ``device``; a measured speedup, when
     confirmation timed the programs, is ``stats["measured_speedup"]`` with its runtime in
-    ``stats["measured_on"]``.
+    ``stats["measured_on"]`` (``"onnxruntime"``, ``"xla"``; ``stats["measured_runtime"]``
+    and ``stats["measured_runtime_version"]`` in full) and the A/A beside it
+    (``stats["measured_aa"]``, ``stats["measured_aa_interval"]``).
     """
 
     graph: Graph
@@ -132,16 +136,27 @@ class OptimizeResult:
     def to_json(self) -> dict[str, Any]:
         """The CLI's ``--json`` object: costs with their ``unit``, ``cost_model`` and
         ``device``; ``speedup`` (predicted by that cost model, ``speedup_kind``
-        ``"predicted"``) and, when confirmation timed the programs, ``measured`` (runtime,
-        speedup, rounds); status, message, the candidate's cost, status and verification
-        report (``verify``: ``passed``, ``runner``, errors, ``message``) and every statistic
-        (non-finite numbers as ``null``)."""
+        ``"predicted"``) and, when confirmation timed the programs, ``measured``:
+        ``runtime`` (``"onnxruntime"``, ``"xla"``), ``runtime_name`` (``"onnxruntime-cpu"``,
+        ``"xla-cpu"``), ``runtime_version``, ``speedup`` (input / candidate latency there)
+        and its 95 % ``speedup_interval``, ``rounds``, ``aa`` (input / a second copy of the
+        input: the timing noise) and its ``aa_interval``, ``input_ms``, ``candidate_ms``
+        (median latencies, milliseconds); status, message, the candidate's cost, status and
+        verification report (``verify``: ``passed``, ``runner``, errors, ``message``) and
+        every statistic (non-finite numbers as ``null``)."""
         measured = None
         if "measured_speedup" in self.stats:
             measured = {
                 "runtime": self.stats.get("measured_on", ""),
+                "runtime_name": self.stats.get("measured_runtime", ""),
+                "runtime_version": self.stats.get("measured_runtime_version", ""),
                 "speedup": self.stats["measured_speedup"],
+                "speedup_interval": self.stats.get("measured_speedup_interval"),
                 "rounds": self.stats.get("confirm_rounds"),
+                "aa": self.stats.get("measured_aa"),
+                "aa_interval": self.stats.get("measured_aa_interval"),
+                "input_ms": self.stats.get("measured_input_ms"),
+                "candidate_ms": self.stats.get("measured_candidate_ms"),
             }
         return finite(
             {

@@ -307,7 +307,7 @@ class Reference:
                 from tensat_py.frontends.hlo import dumps
                 from tensat_py.runtime.xla_exec import run_text
 
-                b_out = run_text(dumps(optimized), self.args)
+                b_out = run_text(dumps(optimized), self._xla_args(optimized))
                 if self.wide is not None:  # float64 decides (float32 only had to run)
                     feeds64, want, tol64 = self.wide
                     got = run(optimized, feeds64, "float64")
@@ -338,6 +338,22 @@ class Reference:
         except Exception as e:  # the candidate does not run: it fails verification
             return report(np.inf, np.inf, False, tol, f"{runner} cannot run it: {_first_line(e)}")
         return self._compare(self.outputs, b_out, tol)
+
+    def _xla_args(self, optimized: Graph) -> list[np.ndarray]:
+        """The arguments of ``optimized``'s module: the input's, matched by the graph
+        leaf each parameter holds (:func:`~tensat_py.frontends.hlo.entry_leaves`: weights
+        written as parameters may differ between the two programs).
+
+        Raises:
+            KeyError: ``optimized`` reads a leaf the input's module does not take.
+        """
+        from tensat_py.frontends.hlo import entry_leaves
+
+        have, want = entry_leaves(self.original), entry_leaves(optimized)
+        if have == want:
+            return list(self.args)
+        by = dict(zip(have, self.args, strict=True))
+        return [by[n] for n in want]
 
     def _compare(
         self, a_out: list[np.ndarray], b_out: list[np.ndarray], tol: float

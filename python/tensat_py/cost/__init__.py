@@ -6,7 +6,10 @@ Every model implements :class:`~tensat_py.cost.base.CostModel` (``docs/cost-mode
 * ``profile`` (:mod:`tensat_py.cost.profile`): each distinct operator measured once on the
   device (onnxruntime or NumPy on CPU, CuPy on GPU) and cached in SQLite;
 * ``learned`` (:mod:`tensat_py.cost.learned`): gradient-boosted trees (LightGBM) fitted to
-  the profile cache, predicting shapes never measured.
+  the profile cache, predicting shapes never measured;
+* ``xla`` (:mod:`tensat_py.cost.xla`): XLA's CPU backend measured through jaxlib, its loop
+  fusions included (library calls per signature, fused kernels per element and per pass),
+  cached in the same SQLite file; the default for HLO programs on ``device="cpu"``.
 
 The registry maps a name to a factory ``factory(device) -> CostModel``; a new model is one
 :func:`register_cost_model` call.
@@ -47,6 +50,13 @@ def _learned(device: str) -> CostModel:
     return LearnedCostModel.for_device(device)
 
 
+def _xla(device: str) -> CostModel:
+    """XLA's CPU backend on this machine, measured (see cost/xla.py)."""
+    from tensat_py.cost.xla import XlaCostModel
+
+    return XlaCostModel(device)
+
+
 def _rlo(device: str) -> CostModel:
     """RLO's cost model for Knossos programs (device-independent; see cost/rlo.py)."""
     from tensat_py.cost.rlo import RloCostModel
@@ -60,6 +70,7 @@ COST_MODELS: dict[str, Factory] = {
     "profile": _profile,
     "learned": _learned,
     "rlo": _rlo,
+    "xla": _xla,
 }
 
 

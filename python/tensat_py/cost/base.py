@@ -97,8 +97,12 @@ class Fusion:
     absorbed: tuple[int, ...]
 
 
-#: Operators whose labels also name what produces their operands (one level).
-_SUM_OPS = frozenset({"ewadd", "add"})
+def _is_sum(op: str) -> bool:
+    """Whether ``op``'s labels also name what produces its operands (one level): the
+    operators that run as the ``add`` kernel (``add``, TASO's ``ewadd``: their
+    :attr:`~tensat_py.ops.OpDef.kernel`)."""
+    return ops.kernel_of(op) == "add"
+
 
 #: Producer label of an operand that other nodes (or the program's outputs) read too: a
 #: runtime fuses a node into its producer only when it is that producer's sole reader
@@ -120,7 +124,7 @@ def _labels(op: str, params: Mapping[str, Any], operand_labels: Sequence[set[str
     labelled :data:`SHARED`, which the sum cannot fuse with)."""
     own = producer_label(op, params)
     out = {own}
-    if op in _SUM_OPS:
+    if _is_sum(op):
         for labels in operand_labels:
             if SHARED not in labels:
                 out.update(f"{own}<{lab}" for lab in labels if "<" not in lab)
@@ -171,7 +175,7 @@ def conv_folded(
         ...             + [(set(), True, (8,))] * 4, (1, 8, 4, 4))
         False
     """
-    if op in _SUM_OPS:
+    if _is_sum(op):
         return biased_conv(operands, out)
     if op != "batchnorm" or not operands:
         return False
@@ -397,7 +401,7 @@ def export_contexts(
             if p is not None:
                 own.setdefault(cls, set()).add(producer_label(op, p[0]))
         for (op, cls, _), p in zip(rows, parsed, strict=True):
-            if p is not None and (op in _SUM_OPS or op == "batchnorm"):
+            if p is not None and (_is_sum(op) or op == "batchnorm"):
                 operands = [
                     (
                         own.get(cc, set()),
@@ -410,7 +414,7 @@ def export_contexts(
                     own[cls].add("conv2d")
         labels = {c: set(v) for c, v in own.items()}
         for (op, cls, _), p in zip(rows, parsed, strict=True):
-            if p is not None and op in _SUM_OPS:
+            if p is not None and _is_sum(op):
                 labels[cls] |= _labels(op, p[0], [own.get(cc, set()) for cc in p[1]])
     types: dict[int, Any] = {}  # class -> its type (shared by every reader)
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from tensat_py.cost.base import Fusion, channel_bias
 from tensat_py.cost.layout import Reorder, upsample_key
 from tensat_py.graph import Graph, Node, TensorType
+from tensat_py.ops import kernel_of
 
 __all__ = ["NchwcPlan", "nchwc_plan"]
 
@@ -35,8 +36,6 @@ _CONV_ACTS = frozenset(
 #: are not. Each was checked between two NCHWc convolutions; tests/test_cost_nchwc_plan.py
 #: pins the first six and LeakyRelu, Clip, Exp and Erf.
 _NCHWC_ACTS = frozenset({"relu", "sigmoid", "tanh", "hard_sigmoid", "hard_swish", "gelu"})
-_ADDS = frozenset({"add", "ewadd"})
-_MULS = frozenset({"mul", "ewmul"})
 _CONCATS = frozenset({"concat", "concat3", "concat4", "concat5"})
 _POOLS = frozenset({"poolmax", "poolavg"})
 _ONNX_POOLS = frozenset({"MaxPool", "AveragePool"})
@@ -134,7 +133,7 @@ def _folds(node: Node, consts: list[tuple[int, ...]], out: tuple[int, ...], act:
         return True
     per_channel = all(channel_bias(c, out) for c in consts)
     return bool(consts) and (
-        ((node.op in _ADDS or node.op in _MULS) and per_channel) or node.op == "batchnorm"
+        (kernel_of(node.op) in ("add", "mul") and per_channel) or node.op == "batchnorm"
     )
 
 
@@ -148,9 +147,9 @@ def _stays_nchwc(node: Node, shapes: list[tuple[int, ...]], consts: bool, block:
         return len(shapes) == 1
     if node.op == "resize":
         return _upsample(node, shapes[0])
-    if node.op in _ADDS:
+    if kernel_of(node.op) == "add":
         return len(shapes) == 2 and not consts and chans[0] == chans[1]
-    if node.op in _MULS:
+    if kernel_of(node.op) == "mul":
         return len(shapes) == 2 and not consts and shapes[0] == shapes[1]
     if node.op in _CONCATS:
         return int(node.params.get("axis", -1)) == 1 and all(c % block == 0 for c in chans)

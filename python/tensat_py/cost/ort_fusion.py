@@ -42,11 +42,22 @@ from collections.abc import Sequence
 
 from tensat_py.cost.base import Fusion
 from tensat_py.graph import Graph, Node, TensorType
+from tensat_py.ops import kernel_of
 
 __all__ = ["ort_fusions"]
 
-_MUL = frozenset({"mul", "ewmul"})
-_ADD = frozenset({"add", "ewadd"})
+
+def _is_mul(op: str) -> bool:
+    """Whether ``op`` runs as the ``mul`` kernel (``mul``, TASO's ``ewmul``: the
+    operators' :attr:`~tensat_py.ops.OpDef.kernel`)."""
+    return kernel_of(op) == "mul"
+
+
+def _is_add(op: str) -> bool:
+    """Whether ``op`` runs as the ``add`` kernel (``add``, TASO's ``ewadd``)."""
+    return kernel_of(op) == "add"
+
+
 _SQRT2 = math.sqrt(2.0)
 _TANH_SCALE = math.sqrt(2.0 / math.pi)
 _TANH_CUBE = 0.044715
@@ -95,17 +106,17 @@ class _Program:
 def _gelu(p: _Program, root: int) -> Fusion | None:
     """The GELU chain ending at ``root`` (a Mul), as ``gelu(x)``."""
     n = p.node(root)
-    if n.op not in _MUL or len(n.inputs) != 2:
+    if not _is_mul(n.op) or len(n.inputs) != 2:
         return None
     for left, right in (n.inputs, n.inputs[::-1]):
         # Mul(Mul(x, 1 + erf), 0.5)
-        if p.is_value(right, 0.5) and p.node(left).op in _MUL and p.sole(left, root):
+        if p.is_value(right, 0.5) and _is_mul(p.node(left).op) and p.sole(left, root):
             for x, a in (p.node(left).inputs, p.node(left).inputs[::-1]):
                 got = _one_plus_erf(p, a, x, left)
                 if got is not None:
                     return Fusion("gelu", {}, (x,), (left, *got))
         # Mul(Mul(x, 0.5), 1 + erf)
-        if p.node(left).op in _MUL and p.sole(left, root):
+        if _is_mul(p.node(left).op) and p.sole(left, root):
             half = p.node(left).inputs
             for x, h in (half, half[::-1]):
                 if p.is_value(h, 0.5):
@@ -117,7 +128,7 @@ def _gelu(p: _Program, root: int) -> Fusion | None:
 
 def _one_plus_erf(p: _Program, a: int, x: int, reader: int) -> tuple[int, ...] | None:
     """``Add(Erf(x / sqrt 2), 1)`` at node ``a``, read by ``reader`` alone: its nodes."""
-    if p.node(a).op not in _ADD or not p.sole(a, reader):
+    if not _is_add(p.node(a).op) or not p.sole(a, reader):
         return None
     for e, one in (p.node(a).inputs, p.node(a).inputs[::-1]):
         if not p.is_value(one, 1.0) or p.node(e).op != "erf" or not p.sole(e, a):
@@ -135,10 +146,10 @@ def _fast_gelu(p: _Program, root: int) -> Fusion | None:
     ``gelu_tanh(x)``: ``Mul(Mul(x, 0.5), Add(Tanh(arg), 1))`` with ``arg`` one of
     FastGeluFusion's two forms (:func:`_tanh_arg`)."""
     n = p.node(root)
-    if n.op not in _MUL or len(n.inputs) != 2 or root in p.outputs:
+    if not _is_mul(n.op) or len(n.inputs) != 2 or root in p.outputs:
         return None
     for h, a in (n.inputs, n.inputs[::-1]):
-        if p.node(h).op not in _MUL or not p.sole(h, root):
+        if not _is_mul(p.node(h).op) or not p.sole(h, root):
             continue
         for x, half in (p.node(h).inputs, p.node(h).inputs[::-1]):
             if p.is_value(half, 0.5):
@@ -150,7 +161,7 @@ def _fast_gelu(p: _Program, root: int) -> Fusion | None:
 
 def _one_plus_tanh(p: _Program, a: int, x: int, reader: int) -> tuple[int, ...] | None:
     """``Add(Tanh(arg), 1)`` at node ``a``, read by ``reader`` alone: its nodes."""
-    if p.node(a).op not in _ADD or not p.sole(a, reader):
+    if not _is_add(p.node(a).op) or not p.sole(a, reader):
         return None
     for t, one in (p.node(a).inputs, p.node(a).inputs[::-1]):
         if not p.is_value(one, 1.0) or p.node(t).op != "tanh" or not p.sole(t, a):
@@ -165,7 +176,7 @@ def _one_plus_tanh(p: _Program, a: int, x: int, reader: int) -> tuple[int, ...] 
 def _mul_by(p: _Program, nid: int, x: int, value: float, reader: int) -> bool:
     """Whether node ``nid`` is ``Mul(x, value)`` (either order), read by ``reader`` alone."""
     n = p.node(nid)
-    if n.op not in _MUL or len(n.inputs) != 2 or not p.sole(nid, reader):
+    if not _is_mul(n.op) or len(n.inputs) != 2 or not p.sole(nid, reader):
         return False
     return any(u == x and p.is_value(c, value) for u, c in (n.inputs, n.inputs[::-1]))
 
@@ -176,25 +187,25 @@ def _tanh_arg(p: _Program, m: int, x: int, reader: int) -> tuple[int, ...] | Non
     (first) or ``Mul(Add(x, Mul(Pow(x, 3), c)), k)`` (second), with k = 0.7978845834732056
     and c = 0.044715, any operand order."""
     n = p.node(m)
-    if n.op not in _MUL or len(n.inputs) != 2 or not p.sole(m, reader):
+    if not _is_mul(n.op) or len(n.inputs) != 2 or not p.sole(m, reader):
         return None
     for u, v in (n.inputs, n.inputs[::-1]):
         # first form: u = Mul(x, k); v = Add(Mul(Mul(x, c), x), 1)
         vn = p.node(v)
-        if _mul_by(p, u, x, _TANH_SCALE, m) and vn.op in _ADD and p.sole(v, m):
+        if _mul_by(p, u, x, _TANH_SCALE, m) and _is_add(vn.op) and p.sole(v, m):
             for w, one in (vn.inputs, vn.inputs[::-1]):
                 wn = p.node(w)
-                if not p.is_value(one, 1.0) or wn.op not in _MUL or not p.sole(w, v):
+                if not p.is_value(one, 1.0) or not _is_mul(wn.op) or not p.sole(w, v):
                     continue
                 for c, other in (wn.inputs, wn.inputs[::-1]):
                     if other == x and _mul_by(p, c, x, _TANH_CUBE, w):
                         return (m, u, v, w, c)
         # second form: u = Add(x, Mul(Pow(x, 3), c)), v = k
         un = p.node(u)
-        if p.is_value(v, _TANH_SCALE) and un.op in _ADD and p.sole(u, m):
+        if p.is_value(v, _TANH_SCALE) and _is_add(un.op) and p.sole(u, m):
             for other, c in (un.inputs, un.inputs[::-1]):
                 cn = p.node(c)
-                if other != x or cn.op not in _MUL or not p.sole(c, u):
+                if other != x or not _is_mul(cn.op) or not p.sole(c, u):
                     continue
                 for q, k in (cn.inputs, cn.inputs[::-1]):
                     qn = p.node(q)
@@ -219,11 +230,11 @@ def _layer_norm(p: _Program, root: int) -> Fusion | None:
     """The layer-normalisation chain ending at ``root`` (the bias Add), as
     ``layer_norm(x, scale, bias)``."""
     n = p.node(root)
-    if n.op not in _ADD or len(n.inputs) != 2:
+    if not _is_add(n.op) or len(n.inputs) != 2:
         return None
     for s, bias in (n.inputs, n.inputs[::-1]):
         sn = p.node(s)
-        if sn.op not in _MUL or not p.sole(s, root) or not p.node(bias).constant:
+        if not _is_mul(sn.op) or not p.sole(s, root) or not p.node(bias).constant:
             continue
         for q, scale in (sn.inputs, sn.inputs[::-1]):
             got = _normalised(p, q, s)
@@ -253,7 +264,7 @@ def _normalised(p: _Program, q: int, reader: int) -> tuple[int, int, float, tupl
     if not _last_axes(axes, rank) or not mn.params.get("keepdims", 1):
         return None
     (ve,) = sdn.inputs
-    if p.node(ve).op not in _ADD or not p.sole(ve, sd):
+    if not _is_add(p.node(ve).op) or not p.sole(ve, sd):
         return None
     for v, eps in (p.node(ve).inputs, p.node(ve).inputs[::-1]):
         e = p.scalar(eps)
@@ -265,7 +276,7 @@ def _normalised(p: _Program, q: int, reader: int) -> tuple[int, int, float, tupl
         (sq,) = vn.inputs
         sqn = p.node(sq)
         square = (sqn.op == "pow" and sqn.inputs[0] == d and p.is_value(sqn.inputs[1], 2.0)) or (
-            sqn.op in _MUL and sqn.inputs == (d, d)
+            _is_mul(sqn.op) and sqn.inputs == (d, d)
         )
         if square and p.sole(sq, v) and sorted(p.readers[d]) == sorted({sq, q}):
             if d in p.outputs:

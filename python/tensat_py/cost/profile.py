@@ -105,8 +105,7 @@ __all__ = [
     "cupy_backend",
     "signature",
     "canonical",
-    "SAME_KERNEL",
-    "COMMUTATIVE",
+    "ort_sum",
     "fingerprint",
     "ProfileCostModel",
     "GPU_DEVICES",
@@ -327,10 +326,31 @@ def _type_json(t: Any) -> Any:
     return [_type_json(p) for p in t]
 
 
-#: Operators measured under another operator's name: they export to the same ONNX
-#: operator on the same operands (TASO's ``ewadd`` / ``ewmul``, equal shapes, are ONNX
-#: ``Add`` / ``Mul`` as ``add`` / ``mul`` are).
-SAME_KERNEL = {"ewadd": "add", "ewmul": "mul"}
+# ``SAME_KERNEL`` (operators measured under another operator's name: the declarations'
+# ``OpDef.kernel``, TASO's ``ewadd`` / ``ewmul``, equal shapes, are ONNX ``Add`` / ``Mul``
+# as ``add`` / ``mul`` are) and ``COMMUTATIVE`` (``OpDef.commutative``) are computed from
+# the registry on first access (module ``__getattr__``).
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SAME_KERNEL":
+        return {n: d.kernel for n, d in ops.all_ops().items() if d.kernel}
+    if name == "COMMUTATIVE":
+        return frozenset(n for n, d in ops.all_ops().items() if d.commutative and not d.kernel)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _commutative(op: str) -> bool:
+    """Whether ``op``'s two operands may be put in either order (``OpDef.commutative``).
+    Their ONNX kernels do the same work in either order (``Add``, ``Mul``, ``Max``,
+    ``Min``, ``Equal``): onnxruntime, 2 threads, 300 interleaved runs, ``x op c`` against
+    ``c op x`` for a scalar, a bias row, a channel vector and an equal shape: within 4 %
+    of each other (2026-11-26)."""
+    try:
+        return ops.get(op).commutative
+    except KeyError:
+        return False
+
 
 #: Operators measured in a one-operator model of a newer opset than the exporter's
 #: default (17), where they are one ONNX operator. ``gelu_tanh``: before opset 20 the
@@ -340,27 +360,22 @@ SAME_KERNEL = {"ewadd": "add", "ewmul": "mul"}
 #: [1, 512, 508] tensor, 2026-11-26; the unfused chain 0.75 ms).
 MEASURE_OPSET = {"gelu_tanh": 20}
 
-#: Operators whose ONNX kernel does the same work in either operand order (``Add``,
-#: ``Mul``, ``Max``, ``Min``, ``Equal``): onnxruntime, 2 threads, 300 interleaved runs,
-#: ``x op c`` against ``c op x`` for a scalar, a bias row, a channel vector and an equal
-#: shape: within 4 % of each other (2026-11-26).
-COMMUTATIVE = frozenset({"add", "mul", "max", "min", "equal"})
-
 
 def canonical(ctx: ops.OpContext) -> CostContext:
-    """The application that ``ctx`` is measured as: :data:`SAME_KERNEL`'s operator name,
-    and for a :data:`COMMUTATIVE` operator its two operands (with their constant flags and
+    """The application that ``ctx`` is measured as: the kernel's operator name
+    (:func:`tensat_py.ops.kernel_of`), and for a commutative operator
+    (``OpDef.commutative``) its two operands (with their constant flags and
     producers) in a fixed order. Measured apart, ``mul(x, 0.5)`` and ``mul(0.5, x)`` on a
     1 x 128 x 1024 tensor were priced 39 and 23 us (timing noise: the same kernel, 64 us
     either way end to end), and the extraction picked every cheaper-looking variant that
     commutativity puts in the e-graph: GPT-2's candidate was predicted 5.1 % faster and
     measured 10 % slower (bench/onnx_real.md). A context that needs no change is returned
     as a :class:`~tensat_py.cost.base.CostContext` with the same fields."""
-    op = SAME_KERNEL.get(ctx.op, ctx.op)
+    op = ops.kernel_of(ctx.op)
     flags = operand_flags(ctx)
     producers = tuple(getattr(ctx, "producers", ())) or (frozenset(),) * len(ctx.inputs)
     operands = list(zip(ctx.inputs, flags, producers, strict=True))
-    if op in COMMUTATIVE and len(operands) == 2:
+    if _commutative(op) and len(operands) == 2:
         operands.sort(key=lambda o: json.dumps([_type_json(o[0]), bool(o[1])]))
     fields = {f.name: getattr(ctx, f.name) for f in dataclasses.fields(ops.OpContext)}
     fields.update(op=op, inputs=[o[0] for o in operands])
@@ -1034,8 +1049,13 @@ FUSED_ACTIVATIONS: dict[str, tuple[str, dict[str, Any], tuple[tuple[str, float],
 ORT_ACTIVATIONS = frozenset(FUSED_ACTIVATIONS)
 #: Interleaved rounds of :meth:`OrtBackend.fused_activation_share`.
 FUSED_SHARE_ROUNDS = 150
-#: Sums onnxruntime fuses into the convolution (NCHWc Conv+Sum) or MatMul (Gemm) before.
-ORT_SUMS = frozenset({"ewadd", "add"})
+
+
+def ort_sum(op: str) -> bool:
+    """Whether ``op`` is a sum onnxruntime fuses into the convolution (NCHWc Conv+Sum) or
+    MatMul (Gemm) before it: an operator that runs as the ``add`` kernel (``add``,
+    ``ewadd``)."""
+    return ops.kernel_of(op) == "add"
 
 
 def ort_fused(ctx: ops.OpContext) -> bool:
@@ -1070,7 +1090,7 @@ def ort_fused(ctx: ops.OpContext) -> bool:
     if ctx.op == "batchnorm" and len(oc) == len(ctx.inputs) == len(prods):
         operands = [(set(p), c, ()) for p, c in zip(prods, oc, strict=True)]
         return conv_folded("batchnorm", operands, ())
-    if ctx.op in ORT_SUMS and len(ctx.inputs) == 2:
+    if ort_sum(ctx.op) and len(ctx.inputs) == 2:
         a, b = ctx.inputs
         if (
             len(oc) == 2

@@ -38,6 +38,9 @@ class Frontend:
         default_cost_model: the cost model ``optimize`` uses for its programs.
         min_gain: the smallest predicted gain (fraction of the cost) for which
             ``optimize`` keeps the candidate over the input, by default.
+        device_cost_models: ``(device, cost model)`` pairs overriding
+            ``default_cost_model`` on that device (HLO on ``"cpu"``: ``"xla"``, the
+            measured model of the runtime the program came from).
     """
 
     name: str
@@ -47,6 +50,15 @@ class Frontend:
     default_rules: str = "taso"
     default_cost_model: str = "roofline"
     min_gain: float = 0.0
+    device_cost_models: tuple[tuple[str, str], ...] = ()
+
+    def cost_model_for(self, device: str) -> str:
+        """The cost model ``optimize`` uses for this format's programs on ``device``.
+
+        >>> frontends()["hlo"].cost_model_for("cpu"), frontends()["hlo"].cost_model_for("t4")
+        ('xla', 'roofline')
+        """
+        return dict(self.device_cost_models).get(str(device).lower(), self.default_cost_model)
 
 
 _REGISTRY: dict[str, Frontend] = {}
@@ -164,4 +176,13 @@ def _load() -> None:
             "rlo",
         )
     )
-    register(Frontend("hlo", (".hlo",), _load_hlo, _save_hlo, "tensor+hlo"))
+    register(
+        Frontend(
+            "hlo",
+            (".hlo",),
+            _load_hlo,
+            _save_hlo,
+            "tensor+hlo",
+            device_cost_models=(("cpu", "xla"),),
+        )
+    )

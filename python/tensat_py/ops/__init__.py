@@ -10,6 +10,7 @@ dialect module (:mod:`tensat_py.ops.taso`, :mod:`tensat_py.ops.tensor`) with
 * ``cost``: FLOPs and bytes moved, for the roofline cost model
   (:mod:`tensat_py.cost.roofline`);
 * ``to_onnx``: its ONNX form, for the exporter (:mod:`tensat_py.frontends.onnx`);
+* ``to_hlo``: its XLA HLO form, for the HLO writer (:mod:`tensat_py.frontends.hlo`);
 * ``onnx_types``: the ONNX operator types whose importer (registered with
   :func:`onnx_importer`) can produce it.
 
@@ -38,7 +39,9 @@ __all__ = [
     "onnx_importer",
     "onnx_importers",
     "default_bytes",
-    "attach_hlo",
+    "attach_facts",
+    "kernel_of",
+    "FUSION_KINDS",
 ]
 
 
@@ -98,10 +101,33 @@ class OpDef:
         onnx_types: ONNX operator types that import into this operator.
         launches_kernel: False for operators that compute nothing at run time (``input``,
             ``reshape``, ``split_0``...): the roofline model charges them nothing.
-        to_hlo: HLO export (:mod:`tensat_py.frontends.hlo`), or None for operators HLO
-            text cannot hold; ``input``/``weight``/``opaque`` are written by the HLO
-            writer itself. Dialect modules may attach it after registering the operator
-            with :func:`attach_hlo`.
+        to_hlo: HLO export (:mod:`tensat_py.frontends.hlo`), declared with the operator
+            as ``to_onnx`` is: ``to_hlo(writer, ctx, operand_names) -> name`` appends the
+            XLA HLO instruction(s) computing the operator (what ``evaluate`` computes, to
+            the declared dtype's rounding) through
+            :class:`~tensat_py.frontends.hlo.translate.HloWriter` and returns the name of
+            the instruction holding the result; it raises ``ValueError`` for parameters
+            HLO cannot write (the writer reports an ``HloExportError`` naming the
+            operator and node). None only for ``input``/``weight``/``opaque`` (the writer
+            writes them itself: parameters, literals, the original instruction), for
+            ``noop``, which computes nothing, and for the knossos dialect's binders.
+        kernel: the operator whose kernel this one runs as, when it is another's (TASO's
+            ``ewadd`` is ``add``, ``ewmul`` is ``mul``: the same computation on the same
+            operands), else None. Measured cost models measure and price both under one
+            signature (:func:`kernel_of`).
+        commutative: whether the operator's two operands may be swapped without changing
+            the kernel's work (``add``, ``mul``, ``max``, ``min``, ``equal``): measured
+            cost models put them in a fixed order before measuring.
+        fusion: how a fusing compiler (XLA, https://openxla.org/xla/) runs it, one of
+            :data:`FUSION_KINDS`: ``"elementwise"`` (one loop over the output, fused
+            into its neighbours), ``"broadcast"`` (index arithmetic inside a fusion),
+            ``"reshape"`` (data movement fused as index arithmetic: reshape, transpose,
+            slice, pad, concatenation), ``"reduce"`` (a loop fusion root: its producers
+            fuse into it, its output is written), ``"library"`` (a library call: dot,
+            convolution; operands and output in memory) or ``"none"`` (a kernel of its
+            own, or nothing at run time). Read by the ``xla`` cost model
+            (:mod:`tensat_py.cost.xla`). Dialect modules set the last three with
+            :func:`attach_facts`.
     """
 
     name: str
@@ -113,6 +139,9 @@ class OpDef:
     launches_kernel: bool = True
     doc: str = field(default="", compare=False)
     to_hlo: ToHlo | None = None
+    kernel: str | None = None
+    commutative: bool = False
+    fusion: str = "none"
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -127,16 +156,46 @@ def register(op: OpDef) -> OpDef:
     return op
 
 
-def attach_hlo(table: Mapping[str, ToHlo]) -> None:
-    """Set the ``to_hlo`` of registered operators (``{name: to_hlo}``).
+#: The values of :attr:`OpDef.fusion`.
+FUSION_KINDS = ("elementwise", "broadcast", "reshape", "reduce", "library", "none")
+
+
+def attach_facts(
+    *,
+    fusion: Mapping[str, str] | None = None,
+    kernel: Mapping[str, str] | None = None,
+    commutative: Sequence[str] = (),
+) -> None:
+    """Set the facts cost models share on registered operators: :attr:`OpDef.fusion`
+    (``{name: kind}``), :attr:`OpDef.kernel` (``{name: kernel}``) and
+    :attr:`OpDef.commutative` (the names that are).
 
     Raises:
-        KeyError: an operator in ``table`` is not registered.
+        KeyError: an operator that is not registered.
+        ValueError: a fusion kind not in :data:`FUSION_KINDS`.
     """
     from dataclasses import replace
 
-    for name, fn in table.items():
-        _REGISTRY[name] = replace(_REGISTRY[name], to_hlo=fn)
+    for name, kind in (fusion or {}).items():
+        if kind not in FUSION_KINDS:
+            raise ValueError(f"operator `{name}`: fusion {kind!r} is not one of {FUSION_KINDS}")
+        _REGISTRY[name] = replace(_REGISTRY[name], fusion=kind)
+    for name, k in (kernel or {}).items():
+        _REGISTRY[name] = replace(_REGISTRY[name], kernel=k)
+    for name in commutative:
+        _REGISTRY[name] = replace(_REGISTRY[name], commutative=True)
+
+
+def kernel_of(name: str) -> str:
+    """The kernel operator ``name`` runs as: its :attr:`OpDef.kernel`, else ``name``
+    itself (also for a name without a declaration).
+
+    >>> kernel_of("ewadd"), kernel_of("add"), kernel_of("conv2d")
+    ('add', 'add', 'conv2d')
+    """
+    _load()
+    d = _REGISTRY.get(name)
+    return (d.kernel or name) if d is not None else name
 
 
 def get(name: str) -> OpDef:

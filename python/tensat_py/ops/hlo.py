@@ -448,3 +448,17 @@ _reg("broadcast_in_dim", _bid_eval, _move_cost, _bid_hlo)
 _reg("iota", _iota_eval, _const_cost, _iota_hlo)
 _reg("reduce_window", _rw_eval, _rw_cost, _rw_hlo)
 _reg("concatenate", _concat_eval, _move_cost, _concat_hlo)
+
+# Operator facts the cost models share (docs/cost-models.md, ``OpDef.fusion``).
+from tensat_py.ops import attach_facts  # noqa: E402  (the facts follow the declarations)
+
+attach_facts(
+    fusion={
+        "dot_general": "library",
+        "convolution": "library",
+        "broadcast_in_dim": "broadcast",
+        "iota": "broadcast",
+        "reduce_window": "reduce",
+        "concatenate": "reshape",
+    }
+)

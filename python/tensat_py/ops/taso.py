@@ -341,6 +341,230 @@ def _elementwise_cost(ctx: OpContext) -> tuple[float, float]:
     return float(_n_out(ctx)), default_bytes(ctx)
 
 
+# ============================================================================ HLO forms
+# ``to_hlo(writer, ctx, operand_names) -> name``: the HLO instruction(s) of each operator,
+# passed to its declaration below (the writer is
+# ``tensat_py.frontends.hlo.translate.HloWriter``; see ``tensat_py.ops.tensor``'s block).
+# Layouts are TASO's: NCHW inputs, OIHW kernels. Sources: XLA operation semantics
+# (https://openxla.org/xla/operation_semantics: Conv, ReduceWindow, Pad, Slice,
+# Concatenate, Iota, Select) and TASO's operator definitions (see the module docstring).
+def _hlo_act(w: Any, ctx: OpContext, name: str, code: int) -> str:
+    """TASO activation ``code`` on ``name`` (of the output's type): none, ``logistic``,
+    ``maximum(x, 0)``, ``tanh``."""
+    out = _out(ctx)
+    if code == 0:
+        return name
+    if code == 1:
+        return w.emit("logistic", out, [name])
+    if code == 3:
+        return w.emit("tanh", out, [name])
+    if code != 2:
+        raise ValueError(f"activation {code} is not 0..3")
+    zero = w.broadcast(w.constant(0.0, out.dtype), TensorType((), out.dtype), out.shape)
+    return w.emit("maximum", out, [name, zero])
+
+
+def _hlo_unary_act(code: int) -> Any:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        return _hlo_act(w, ctx, ins[0], code)
+
+    to_hlo.__doc__ = f"HLO form of TASO activation {code} (``logistic``, ``maximum``, ``tanh``)."
+    return to_hlo
+
+
+def _hlo_ew2(opcode: str) -> Any:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        return w.emit(opcode, ctx.output, list(ins))
+
+    to_hlo.__doc__ = f"HLO ``{opcode}`` (equal shapes)."
+    return to_hlo
+
+
+def _hlo_transpose(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``transpose(x), dimensions=perm``."""
+    perm = "{" + ",".join(str(int(p)) for p in dims_param(ctx.params["perm"])) + "}"
+    return w.emit("transpose", ctx.output, [ins[0]], [("dimensions", perm)])
+
+
+def _hlo_reshape(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``reshape`` (row-major)."""
+    return w.emit("reshape", ctx.output, [ins[0]])
+
+
+def _hlo_matmul(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``dot`` over the last two axes, leading axes batched; then the activation."""
+    r = len(_out(ctx).shape)
+    batch = "{" + ",".join(str(i) for i in range(r - 2)) + "}"
+    attrs = [
+        ("lhs_contracting_dims", "{" + str(r - 1) + "}"),
+        ("rhs_contracting_dims", "{" + str(r - 2) + "}"),
+    ]
+    if r > 2:
+        attrs = [("lhs_batch_dims", batch), ("rhs_batch_dims", batch), *attrs]
+    d = w.emit("dot", ctx.output, list(ins), attrs)
+    return _hlo_act(w, ctx, d, int(ctx.params["act"]))
+
+
+def _hlo_conv2d(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``convolution(x, w), window={size=khxkw stride=shxsw pad=t_bxl_r},
+    dim_labels=bf01_oi01->bf01, feature_group_count=C/I`` (x ``[N, C, H, W]``, w
+    ``[O, I, kh, kw]``; the pads of TASO's SAME (:func:`same_pads`) or VALID (none)),
+    then the activation."""
+    from tensat_py.ops.hlo import window_text
+
+    p = ctx.params
+    xs, ks = _t(ctx, 0).shape, _t(ctx, 1).shape
+    sh, sw, pad = int(p["stride_h"]), int(p["stride_w"]), int(p["pad"])
+    _, pt, pb = _pads(xs[2], ks[2], sh, pad)
+    _, pl, pr = _pads(xs[3], ks[3], sw, pad)
+    attrs = [
+        ("window", window_text(ks[2:], (sh, sw), (pt, pb, pl, pr))),
+        ("dim_labels", "bf01_oi01->bf01"),
+    ]
+    if xs[1] // ks[1] != 1:
+        attrs.append(("feature_group_count", str(xs[1] // ks[1])))
+    y = w.emit("convolution", ctx.output, list(ins), attrs)
+    return _hlo_act(w, ctx, y, int(p["act"]))
+
+
+def _hlo_pool(kind: str) -> Any:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        from tensat_py.ops.hlo import window_text
+
+        p = ctx.params
+        x, out = _t(ctx, 0), _out(ctx)
+        kh, kw = int(p["kernel_h"]), int(p["kernel_w"])
+        sh, sw, pad = int(p["stride_h"]), int(p["stride_w"]), int(p["pad"])
+        _, pt, pb = _pads(x.shape[2], kh, sh, pad)
+        _, pl, pr = _pads(x.shape[3], kw, sw, pad)
+        win = window_text((1, 1, kh, kw), (1, 1, sh, sw), (0, 0, 0, 0, pt, pb, pl, pr))
+        opcode = "maximum" if kind == "max" else "add"
+        init = w.constant(-np.inf if kind == "max" else 0.0, x.dtype)
+        comp = "%" + w.reducer(opcode, x.dtype)
+        y = w.emit("reduce-window", out, [ins[0], init], [("window", win), ("to_apply", comp)])
+        if kind == "avg":
+            if pt or pb or pl or pr:  # divide by the non-padding elements of each window
+                ones = TensorType(x.shape[2:], x.dtype)
+                cnt_t = TensorType(out.shape[2:], x.dtype)
+                one = w.broadcast(w.constant(1.0, x.dtype), TensorType((), x.dtype), ones.shape)
+                zero = w.constant(0.0, x.dtype)
+                win2 = window_text((kh, kw), (sh, sw), (pt, pb, pl, pr))
+                cnt = w.emit(
+                    "reduce-window", cnt_t, [one, zero], [("window", win2), ("to_apply", comp)]
+                )
+                den = w.emit("broadcast", out, [cnt], [("dimensions", "{2,3}")])
+            else:
+                den = w.broadcast(
+                    w.constant(float(kh * kw), x.dtype), TensorType((), x.dtype), out.shape
+                )
+            y = w.emit("divide", out, [y, den])
+        return _hlo_act(w, ctx, y, int(p["act"]))
+
+    to_hlo.__doc__ = (
+        f"HLO ``reduce-window`` ({'maximum, init -inf' if kind == 'max' else 'add, init 0'}) "
+        "with window ``1x1xkhxkw``, strides ``1x1xshxsw`` and TASO's SAME/VALID pads on the "
+        "spatial axes (padding reads the init value)"
+        + (
+            "; then ``divide`` by the count of non-padding elements per window (a "
+            "``reduce-window`` of ones, or ``kh*kw`` when nothing is padded)"
+            if kind == "avg"
+            else ""
+        )
+        + "; then the activation."
+    )
+    return to_hlo
+
+
+def _hlo_enlarge(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``pad(w, 0), padding=0_0x0_0xdh_dhxdw_dw``: the kernel ``[O, I, kh, kw]``
+    centred in the reference kernel's ``kh', kw'`` (``dh = (kh' - kh) / 2``), as
+    :func:`enlarge`; the reference operand is not read."""
+    ws, rs = _t(ctx, 0).shape, _t(ctx, 1).shape
+    dh, dw = rs[2] - ws[2], rs[3] - ws[3]
+    if dh < 0 or dw < 0 or dh % 2 or dw % 2:
+        raise ValueError(f"enlarge: kernel {list(ws)} cannot be centred in {rs[2]}x{rs[3]}")
+    text = f"0_0x0_0x{dh // 2}_{dh // 2}x{dw // 2}_{dw // 2}"
+    zero = w.constant(0.0, _t(ctx, 0).dtype)
+    return w.emit("pad", ctx.output, [ins[0], zero], [("padding", text)])
+
+
+def _hlo_merge(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """TASO MergeGConv, as :func:`merge`: the kernel ``[O, I, kh, kw]`` ``concatenate``d
+    ``count`` times on axis 1, then ``select``ed where ``o // (O / count) == j // I``
+    (``iota`` on both axes, ``divide``, ``compare EQ``, broadcast on ``{0,1}``), zero
+    elsewhere: ``[O, I*count, kh, kw]``."""
+    k, out = _t(ctx, 0), _out(ctx)
+    o, i = k.shape[0], k.shape[1]
+    count = int(ctx.params["count"])
+    if count < 1 or o % count:
+        raise ValueError(f"merge: weight {list(k.shape)} cannot merge {count} groups")
+    tiled = w.emit("concatenate", out, [ins[0]] * count, [("dimensions", "{1}")])
+    it = TensorType((o, i * count), "int32")
+    slot = []
+    for dim, per in ((0, o // count), (1, i)):
+        idx = w.emit("iota", it, [], [("iota_dimension", str(dim))])
+        div = w.broadcast(w.constant(per, "int32"), TensorType((), "int32"), it.shape)
+        slot.append(w.emit("divide", it, [idx, div]))
+    mask = w.emit("compare", TensorType(it.shape, "bool"), slot, [("direction", "EQ")])
+    mask = w.emit("broadcast", TensorType(out.shape, "bool"), [mask], [("dimensions", "{0,1}")])
+    zero = w.broadcast(w.constant(0.0, out.dtype), TensorType((), out.dtype), out.shape)
+    return w.emit("select", out, [mask, tiled, zero])
+
+
+def _hlo_concat(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``concatenate(x...), dimensions={axis}`` (any number of operands)."""
+    return w.emit(
+        "concatenate",
+        ctx.output,
+        list(ins),
+        [("dimensions", "{" + str(int(ctx.params["axis"])) + "}")],
+    )
+
+
+def _hlo_split(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """A ``tuple`` of two HLO ``slice``s of x along ``axis``: ``[0, a)`` and ``[a, dim)``
+    where ``a`` is the first part's size (the pair type); ``split_0``/``split_1`` take
+    its parts with ``get-tuple-element``."""
+    x = _t(ctx, 0)
+    a, b = ctx.output  # type: ignore[misc]
+    axis = int(ctx.params["axis"])
+    cut = a.shape[axis]
+    parts = []
+    for part, (lo, hi) in ((a, (0, cut)), (b, (cut, x.shape[axis]))):
+        spec = ", ".join(f"[{lo}:{hi}]" if d == axis else f"[0:{n}]" for d, n in enumerate(x.shape))
+        parts.append(w.emit("slice", part, [ins[0]], [("slice", "{" + spec + "}")]))
+    return w.tuple(parts, [a, b])
+
+
+def _hlo_part(k: int) -> Any:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        return w.get_tuple_element(ins[0], ctx.inputs[0], k)
+
+    to_hlo.__doc__ = f"HLO ``get-tuple-element(split), index={k}``."
+    return to_hlo
+
+
+def _hlo_batchnorm(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """``(x - mean) * (scale / sqrt(var + 1e-5)) + bias`` (as :func:`batchnorm`): the
+    ``[C]`` parameters combined first, then ``broadcast`` on axis 1 of x ``[N, C, ...]``."""
+    x = _t(ctx, 0)
+    c = _t(ctx, 1)
+    xn, scale, bias, mean, var = ins
+    eps = w.broadcast(w.constant(BN_EPS, c.dtype), TensorType((), c.dtype), c.shape)
+    inv = w.emit("divide", c, [scale, w.emit("sqrt", c, [w.emit("add", c, [var, eps])])])
+
+    def wide(name: str) -> str:
+        return w.emit("broadcast", x, [name], [("dimensions", "{1}")])
+
+    d = w.emit("subtract", x, [xn, wide(mean)])
+    return w.emit("add", x, [w.emit("multiply", x, [d, wide(inv)]), wide(bias)])
+
+
+def _hlo_identity(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """No instruction: the operand itself (``dropout`` at inference)."""
+    return ins[0]
+
+
 # ============================================================================ leaves
 def _leaf_evaluate(ctx: OpContext, args: Sequence[Any]) -> Any:
     raise ValueError(
@@ -394,6 +618,7 @@ def _binary(name: str, fn: Any, onnx_type: str) -> None:
             onnx_types,
             doc=f"`a {'+' if name == 'ewadd' else '*'} b`, equal shapes and dtypes; "
             "1 FLOP per element.",
+            to_hlo=_hlo_ew2("add" if name == "ewadd" else "multiply"),
         )
     )
 
@@ -424,6 +649,7 @@ def _unary(name: str) -> None:
             to_onnx,
             (onnx_type,),
             doc=f"elementwise {name}; 1 FLOP per element.",
+            to_hlo=_hlo_unary_act({"sigmoid": 1, "relu": 2, "tanh": 3}[name]),
         )
     )
 
@@ -456,6 +682,7 @@ register(
         _matmul_onnx,
         ("MatMul", "Gemm"),
         doc="act(a @ b) over the last two axes, equal batch axes.",
+        to_hlo=_hlo_matmul,
     )
 )
 
@@ -499,6 +726,7 @@ register(
         _conv_onnx,
         ("Conv",),
         doc="grouped NCHW x OIHW cross-correlation, SAME/VALID padding, then act.",
+        to_hlo=_hlo_conv2d,
     )
 )
 
@@ -550,6 +778,7 @@ def _pool(name: str, kind: str, onnx_type: str) -> None:
             to_onnx,
             (onnx_type,),
             doc=f"2-D {kind} pooling, SAME/VALID padding, then act; kh*kw FLOPs per output.",
+            to_hlo=_hlo_pool(kind),
         )
     )
 
@@ -576,6 +805,7 @@ register(
         _transpose_onnx,
         ("Transpose", "Gemm"),
         doc="numpy.transpose(x, perm); a copy kernel (0 FLOPs).",
+        to_hlo=_hlo_transpose,
     )
 )
 
@@ -599,6 +829,7 @@ register(
         ("Reshape", "MatMul", "Flatten", "Squeeze", "Unsqueeze"),
         launches_kernel=False,
         doc="row-major reshape (a view: no kernel).",
+        to_hlo=_hlo_reshape,
     )
 )
 
@@ -622,6 +853,7 @@ register(
         _copy_cost,
         _enlarge_onnx,
         doc="centred zero padding of a kernel to ref's kh, kw; ONNX Pad.",
+        to_hlo=_hlo_enlarge,
     )
 )
 
@@ -653,6 +885,7 @@ register(
         _copy_cost,
         _merge_onnx,
         doc="TASO MergeGConv on a kernel; ONNX Tile + Mul by a slot mask.",
+        to_hlo=_hlo_merge,
     )
 )
 
@@ -676,6 +909,7 @@ for _name in ("concat", "concat3", "concat4", "concat5"):
             _concat_onnx,
             ("Concat",),
             doc="join along axis; a copy kernel (0 FLOPs).",
+            to_hlo=_hlo_concat,
         )
     )
 
@@ -720,6 +954,7 @@ register(
         ("Split",),
         launches_kernel=False,
         doc="a pair: x cut along axis where a concat joined it (views: no kernel).",
+        to_hlo=_hlo_split,
     )
 )
 for _k in (0, 1):
@@ -734,6 +969,7 @@ for _k in (0, 1):
             ("Split",),
             launches_kernel=False,
             doc=f"part {_k} of a split (no kernel; an alias of the ONNX Split's output {_k}).",
+            to_hlo=_hlo_part(_k),
         )
     )
 
@@ -761,6 +997,7 @@ register(
         _batchnorm_onnx,
         ("BatchNormalization",),
         doc="inference batch norm on axis 1, epsilon 1e-5.",
+        to_hlo=_hlo_batchnorm,
     )
 )
 
@@ -782,6 +1019,7 @@ register(
         _dropout_onnx,
         ("Dropout",),
         doc="identity at inference (priced as one copy kernel, as TASO does).",
+        to_hlo=_hlo_identity,
     )
 )
 
@@ -1295,90 +1533,20 @@ def import_batchnorm(imp: Any, node: Any) -> None:
     imp.set_output(node, 0, _add(imp, "batchnorm", {}, ids))
 
 
-# ============================================================================ HLO export
-# ``to_hlo(writer, ctx, operand_names) -> name`` (see ``tensat_py.ops.tensor``'s block).
-def _hlo_act(w: Any, ctx: OpContext, name: str, code: int) -> str:
-    out = ctx.output
-    if code == 0:
-        return name
-    if code == 1:
-        return w.emit("logistic", out, [name])
-    if code == 3:
-        return w.emit("tanh", out, [name])
-    zero = w.broadcast(w.constant(0.0, out.dtype), type(out)((), out.dtype), out.shape)  # type: ignore[union-attr]
-    return w.emit("maximum", out, [name, zero])
+# Operator facts the cost models share (docs/cost-models.md, ``OpDef.fusion``/``kernel``/
+# ``commutative``): TASO's ``ewadd``/``ewmul`` run as the tensor dialect's ``add``/``mul``.
+from tensat_py.ops import attach_facts  # noqa: E402  (the facts follow the declarations)
 
-
-def _hlo_unary_act(code: int) -> Any:
-    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-        return _hlo_act(w, ctx, ins[0], code)
-
-    to_hlo.__doc__ = f"HLO form of activation {code}."
-    return to_hlo
-
-
-def _hlo_ew2(opcode: str) -> Any:
-    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-        return w.emit(opcode, ctx.output, list(ins))
-
-    to_hlo.__doc__ = f"HLO ``{opcode}`` (equal shapes)."
-    return to_hlo
-
-
-def _hlo_transpose(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO ``transpose(x), dimensions=perm``."""
-    perm = "{" + ",".join(str(int(p)) for p in ctx.params["perm"]) + "}"
-    return w.emit("transpose", ctx.output, [ins[0]], [("dimensions", perm)])
-
-
-def _hlo_reshape(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO ``reshape``."""
-    return w.emit("reshape", ctx.output, [ins[0]])
-
-
-def _hlo_matmul(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO ``dot`` over the last two axes, leading axes batched; then the activation."""
-    r = len(ctx.output.shape)  # type: ignore[union-attr]
-    batch = "{" + ",".join(str(i) for i in range(r - 2)) + "}"
-    attrs = [
-        ("lhs_contracting_dims", "{" + str(r - 1) + "}"),
-        ("rhs_contracting_dims", "{" + str(r - 2) + "}"),
-    ]
-    if r > 2:
-        attrs = [("lhs_batch_dims", batch), ("rhs_batch_dims", batch), *attrs]
-    d = w.emit("dot", ctx.output, list(ins), attrs)
-    return _hlo_act(w, ctx, d, int(ctx.params["act"]))
-
-
-def _hlo_concat(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO ``concatenate(...), dimensions={axis}``."""
-    return w.emit(
-        "concatenate",
-        ctx.output,
-        list(ins),
-        [("dimensions", "{" + str(int(ctx.params["axis"])) + "}")],
-    )
-
-
-def _attach_hlo() -> None:
-    from tensat_py.ops import attach_hlo
-
-    attach_hlo(
-        {
-            "ewadd": _hlo_ew2("add"),
-            "ewmul": _hlo_ew2("multiply"),
-            "relu": _hlo_unary_act(2),
-            "tanh": _hlo_unary_act(3),
-            "sigmoid": _hlo_unary_act(1),
-            "transpose": _hlo_transpose,
-            "reshape": _hlo_reshape,
-            "matmul": _hlo_matmul,
-            "concat": _hlo_concat,
-            "concat3": _hlo_concat,
-            "concat4": _hlo_concat,
-            "concat5": _hlo_concat,
-        }
-    )
-
-
-_attach_hlo()
+attach_facts(
+    fusion={
+        **dict.fromkeys(("ewadd", "ewmul", "relu", "tanh", "sigmoid"), "elementwise"),
+        **dict.fromkeys(("batchnorm", "dropout"), "elementwise"),
+        **dict.fromkeys(("matmul", "conv2d"), "library"),
+        **dict.fromkeys(("poolmax", "poolavg"), "reduce"),
+        **dict.fromkeys(("transpose", "reshape", "enlarge", "merge"), "reshape"),
+        **dict.fromkeys(("concat", "concat3", "concat4", "concat5"), "reshape"),
+        **dict.fromkeys(("split", "split_0", "split_1"), "reshape"),
+    },
+    kernel={"ewadd": "add", "ewmul": "mul"},
+    commutative=("ewadd", "ewmul"),
+)

@@ -55,7 +55,7 @@ import numpy as np
 from onnx import TensorProto
 
 from tensat_py.graph import DTYPE_BYTES, TensorType
-from tensat_py.ops import OpContext, OpDef, default_bytes, onnx_importer, register
+from tensat_py.ops import OpContext, OpDef, ToHlo, default_bytes, onnx_importer, register
 
 __all__ = ["np_dtype", "DTYPES", "ONNX_DTYPES"]
 
@@ -134,6 +134,7 @@ def _op(
     to_onnx: Callable[[Any, OpContext, Sequence[str], str], None] | None,
     onnx_types: tuple[str, ...] = (),
     *,
+    to_hlo: ToHlo | None = None,
     launches_kernel: bool = True,
     doc: str = "",
 ) -> None:
@@ -147,6 +148,7 @@ def _op(
             onnx_types=onnx_types,
             launches_kernel=launches_kernel,
             doc=doc or (evaluate.__doc__ or ""),
+            to_hlo=to_hlo,
         )
     )
 
@@ -192,6 +194,440 @@ def _simple_onnx(onnx_op: str) -> Callable[[Any, OpContext, Sequence[str], str],
     return to_onnx
 
 
+# ============================================================================ HLO forms
+# ``to_hlo(writer, ctx, operand_names) -> name``: the HLO instruction(s) an operator prints
+# as, passed to its declaration below as ``to_onnx`` is. The writer is
+# ``tensat_py.frontends.hlo.translate.HloWriter``. Every form follows XLA's operation
+# semantics (https://openxla.org/xla/operation_semantics) and computes what the
+# operator's ``evaluate`` computes, to the rounding of the declared dtype: elementwise
+# forms broadcast their operands to the output shape first (HLO takes equal shapes);
+# float-only functions of integer operands compute in ``f64`` and ``convert`` back
+# (truncation toward zero, as ``evaluate``), those of ``f16``/``bf16`` operands in ``f32``.
+# A form that cannot write its parameters raises ``ValueError``; the writer reports it as
+# ``HloExportError`` naming the operator and the node.
+
+
+def _hlo_ew(opcode: str) -> ToHlo:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        return w.elementwise(opcode, ctx, ins)
+
+    to_hlo.__doc__ = f"HLO ``{opcode}`` of the operands broadcast to the output shape."
+    return to_hlo
+
+
+def _hlo_compare(direction: str) -> ToHlo:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        return w.elementwise("compare", ctx, ins, [("direction", direction)])
+
+    to_hlo.__doc__ = f"HLO ``compare(a, b), direction={direction}`` (operands broadcast)."
+    return to_hlo
+
+
+def _hlo_full(w: Any, value: Any, ty: TensorType) -> str:
+    """The constant ``value`` of ``ty``'s dtype broadcast to ``ty``'s shape."""
+    return w.broadcast(w.constant(value, ty.dtype), TensorType((), ty.dtype), ty.shape)
+
+
+def _hlo_like(w: Any, ctx: OpContext, value: float) -> str:
+    """A constant ``value`` broadcast to the output shape."""
+    out = ctx.output
+    assert isinstance(out, TensorType)
+    return _hlo_full(w, value, out)
+
+
+def _hlo_float(body: Callable[[Any, str, TensorType], str], doc: str) -> ToHlo:
+    """The form of a float function of one operand: ``body(w, x, t)`` computes it on ``x``
+    of type ``t``; an integer operand is computed in ``f64``, a half one in ``f32``, each
+    converted back (``convert`` truncates toward zero, as ``evaluate``)."""
+
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        t = ctx.output
+        assert isinstance(t, TensorType)
+        dt = np_dtype(t.dtype)
+        if dt in (np.float32, np.float64):
+            return body(w, ins[0], t)
+        work = TensorType(t.shape, "float32" if _is_float(dt) else "float64")
+        y = body(w, w.emit("convert", work, [ins[0]]), work)
+        return w.emit("convert", t, [y])
+
+    to_hlo.__doc__ = doc
+    return to_hlo
+
+
+def _hlo_unary(opcode: str) -> ToHlo:
+    return _hlo_float(lambda w, x, t: w.emit(opcode, t, [x]), f"HLO ``{opcode}``.")
+
+
+def _hlo_scalar(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO scalar ``constant`` (integers without a fraction)."""
+    return w.constant(ctx.params["value"], ctx.output.dtype)  # type: ignore[union-attr]
+
+
+def _reciprocal_hlo(w: Any, x: str, t: TensorType) -> str:
+    return w.emit("divide", t, [_hlo_full(w, 1.0, t), x])
+
+
+def _softplus_hlo(w: Any, x: str, t: TensorType) -> str:
+    """``max(x, 0) + log1p(exp(-|x|))`` (no overflow; ``numpy.logaddexp(0, x)``)."""
+    pos = w.emit("maximum", t, [x, _hlo_full(w, 0.0, t)])
+    e = w.emit("exponential", t, [w.emit("negate", t, [w.emit("abs", t, [x])])])
+    return w.emit("add", t, [pos, w.emit("log-plus-one", t, [e])])
+
+
+def _hard_swish_hlo(w: Any, x: str, t: TensorType) -> str:
+    """``x * max(0, min(1, x / 6 + 0.5))``."""
+    y = w.emit("divide", t, [x, _hlo_full(w, 6.0, t)])
+    y = w.emit("add", t, [y, _hlo_full(w, 0.5, t)])
+    y = w.emit("minimum", t, [_hlo_full(w, 1.0, t), y])
+    y = w.emit("maximum", t, [_hlo_full(w, 0.0, t), y])
+    return w.emit("multiply", t, [x, y])
+
+
+def _hlo_gelu(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """``0.5 * x * (1 + erf(x / sqrt(2)))`` with HLO ``erf``; sqrt(2) rounded to x's
+    declared dtype, as ``evaluate``."""
+    s = _rounded_to(_SQRT2, ctx.inputs[0].dtype)  # type: ignore[union-attr]
+
+    def body(w: Any, x: str, t: TensorType) -> str:
+        e = w.emit("erf", t, [w.emit("divide", t, [x, _hlo_full(w, s, t)])])
+        p = w.emit("add", t, [_hlo_full(w, 1.0, t), e])
+        h = w.emit("multiply", t, [_hlo_full(w, 0.5, t), x])
+        return w.emit("multiply", t, [h, p])
+
+    return _hlo_float(body, "")(w, ctx, ins)
+
+
+def _hlo_gelu_tanh(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """``0.5 * x * (1 + tanh(k * (x + c * x ** 3)))`` (``c`` = 0.044715, ``k`` =
+    sqrt(2 / pi), both rounded to x's declared dtype, as ``evaluate``)."""
+    dt = ctx.inputs[0].dtype  # type: ignore[union-attr]
+    c, k = _rounded_to(_GELU_TANH_CUBE, dt), _rounded_to(_GELU_TANH_SCALE, dt)
+
+    def body(w: Any, x: str, t: TensorType) -> str:
+        cube = w.emit("multiply", t, [_hlo_full(w, c, t), x])
+        cube = w.emit("multiply", t, [w.emit("multiply", t, [cube, x]), x])
+        inner = w.emit("multiply", t, [_hlo_full(w, k, t), w.emit("add", t, [x, cube])])
+        p = w.emit("add", t, [_hlo_full(w, 1.0, t), w.emit("tanh", t, [inner])])
+        return w.emit("multiply", t, [w.emit("multiply", t, [_hlo_full(w, 0.5, t), x]), p])
+
+    return _hlo_float(body, "")(w, ctx, ins)
+
+
+def _hlo_hard_sigmoid(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """``max(0, min(1, alpha * x + beta))``."""
+    a, b = float(ctx.params["alpha"]), float(ctx.params["beta"])
+
+    def body(w: Any, x: str, t: TensorType) -> str:
+        y = w.emit("multiply", t, [_hlo_full(w, a, t), x])
+        y = w.emit("add", t, [y, _hlo_full(w, b, t)])
+        y = w.emit("minimum", t, [_hlo_full(w, 1.0, t), y])
+        return w.emit("maximum", t, [_hlo_full(w, 0.0, t), y])
+
+    return _hlo_float(body, "")(w, ctx, ins)
+
+
+def _hlo_leaky_relu(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """``select(x >= 0, x, alpha * x)``."""
+    a = float(ctx.params["alpha"])
+
+    def body(w: Any, x: str, t: TensorType) -> str:
+        ge = w.emit(
+            "compare",
+            TensorType(t.shape, "bool"),
+            [x, _hlo_full(w, 0.0, t)],
+            [("direction", "GE")],
+        )
+        return w.emit("select", t, [ge, x, w.emit("multiply", t, [_hlo_full(w, a, t), x])])
+
+    return _hlo_float(body, "")(w, ctx, ins)
+
+
+def _hlo_clip(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``maximum``/``minimum`` with the finite bounds (integers: ``ceil(lo)`` and
+    ``floor(hi)`` clamped to the dtype's range, as ``evaluate``)."""
+    out = ctx.output
+    assert isinstance(out, TensorType)
+    cur = ins[0]
+    lo, hi = float(ctx.params["lo"]), float(ctx.params["hi"])
+    dt = np_dtype(out.dtype)
+    if not _is_float(dt):
+        lo, hi = (float(v) for v in _int_bounds(dt, lo, hi))
+    if lo != -math.inf:
+        cur = w.emit("maximum", out, [cur, _hlo_full(w, lo, out)])
+    if hi != math.inf:
+        cur = w.emit("minimum", out, [cur, _hlo_full(w, hi, out)])
+    return cur
+
+
+def _hlo_reduce_over(
+    w: Any, x: str, t: TensorType, axes: Sequence[int], opcode: str, mean: bool = False
+) -> tuple[str, TensorType]:
+    """HLO ``reduce`` of ``x`` (type ``t``) over ``axes`` with an ``opcode`` computation
+    and that operation's identity as init value (``mean``: then divided by the count);
+    returns the result (the reduced axes dropped) and its type."""
+    from tensat_py.ops.hlo import identity
+
+    kind = {"add": "add", "maximum": "max", "minimum": "min", "multiply": "mul"}[opcode]
+    np_name = "float32" if t.dtype == "bfloat16" else t.dtype
+    init = w.constant(identity(kind, np.dtype(np_name)), t.dtype)
+    kept = tuple(d for i, d in enumerate(t.shape) if i not in axes)
+    rt = TensorType(kept, t.dtype)
+    dims = "{" + ",".join(str(a) for a in axes) + "}"
+    comp = w.reducer(opcode, t.dtype)
+    r = w.emit("reduce", rt, [x, init], [("dimensions", dims), ("to_apply", f"%{comp}")])
+    if mean:
+        n = math.prod(t.shape[a] for a in axes)
+        r = w.emit("divide", rt, [r, _hlo_full(w, n, rt)])
+    return r, rt
+
+
+def _hlo_reduce(opcode: str) -> ToHlo:
+    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+        x = ctx.inputs[0]
+        assert isinstance(x, TensorType)
+        axes = tuple(int(a) for a in ctx.params["axes"])
+        r, rt = _hlo_reduce_over(w, ins[0], x, axes, opcode, ctx.op == "reduce_mean")
+        return w.reshape(r, rt, ctx.output.shape)  # type: ignore[union-attr]
+
+    to_hlo.__doc__ = (
+        f"HLO ``reduce`` with an ``{opcode}`` computation and its identity as init value "
+        "(``reduce_mean``: then ``divide`` by the count), then ``reshape`` for keepdims."
+    )
+    return to_hlo
+
+
+def _hlo_softmax(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """max-subtract, exp, sum, divide over one axis (``reduce`` and ``broadcast``)."""
+    x = ctx.inputs[0]
+    assert isinstance(x, TensorType)
+    ax = int(ctx.params["axis"])
+    bdims = "{" + ",".join(str(i) for i in range(len(x.shape)) if i != ax) + "}"
+    m, _ = _hlo_reduce_over(w, ins[0], x, (ax,), "maximum")
+    mb = w.emit("broadcast", x, [m], [("dimensions", bdims)])
+    e = w.emit("exponential", x, [w.emit("subtract", x, [ins[0], mb])])
+    s, _ = _hlo_reduce_over(w, e, x, (ax,), "add")
+    return w.emit("divide", x, [e, w.emit("broadcast", x, [s], [("dimensions", bdims)])])
+
+
+def _hlo_layer_norm(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """``d = x - mean(x)``, ``d / sqrt(mean(d * d) + epsilon) * scale + bias`` over axes
+    ``[axis, rank)`` (population variance); ``scale``/``bias`` (shape
+    ``x.shape[axis:]``) broadcast with ``dimensions={axis..rank-1}``. Computed in x's
+    dtype (``evaluate``: in float64, rounded once)."""
+    x = ctx.inputs[0]
+    assert isinstance(x, TensorType)
+    axis, eps = int(ctx.params["axis"]), float(ctx.params["epsilon"])
+    r = len(x.shape)
+    axes = tuple(range(axis, r))
+    back = "{" + ",".join(str(i) for i in range(axis)) + "}"
+    tail = "{" + ",".join(str(i) for i in axes) + "}"
+    mean, _ = _hlo_reduce_over(w, ins[0], x, axes, "add", mean=True)
+    d = w.emit("subtract", x, [ins[0], w.emit("broadcast", x, [mean], [("dimensions", back)])])
+    var, vt = _hlo_reduce_over(w, w.emit("multiply", x, [d, d]), x, axes, "add", mean=True)
+    sd = w.emit("sqrt", vt, [w.emit("add", vt, [var, _hlo_full(w, eps, vt)])])
+    n = w.emit("divide", x, [d, w.emit("broadcast", x, [sd], [("dimensions", back)])])
+    names = []
+    for name, t in zip(ins[1:], ctx.inputs[1:], strict=True):
+        if t.dtype != x.dtype:  # type: ignore[union-attr]
+            name = w.emit("convert", TensorType(t.shape, x.dtype), [name])  # type: ignore[union-attr]
+        names.append(w.emit("broadcast", x, [name], [("dimensions", tail)]))
+    return w.emit("add", x, [w.emit("multiply", x, [n, names[0]]), names[1]])
+
+
+def _hlo_global_avg_pool(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``reduce`` (add) over axes ``2..rank``, ``divide`` by their element count,
+    ``reshape`` to ``[N, C, 1, ...]``."""
+    x = ctx.inputs[0]
+    assert isinstance(x, TensorType)
+    r, rt = _hlo_reduce_over(w, ins[0], x, tuple(range(2, len(x.shape))), "add", mean=True)
+    return w.reshape(r, rt, ctx.output.shape)  # type: ignore[union-attr]
+
+
+def _hlo_broadcast_to(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``broadcast`` by NumPy's rule (size-1 axes that expand reshaped away first)."""
+    return w.broadcast(ins[0], ctx.inputs[0], tuple(ctx.output.shape))  # type: ignore[union-attr]
+
+
+def _slice_text(spec: Sequence[tuple[int, int, int]]) -> str:
+    return "{" + ", ".join(f"[{a}:{b}]" if c == 1 else f"[{a}:{b}:{c}]" for a, b, c in spec) + "}"
+
+
+def _hlo_slice_axis(w: Any, x: str, t: TensorType, axis: int, start: int, stop: int) -> str:
+    """``x[..., start:stop, ...]`` on ``axis`` (HLO ``slice``); returns the name."""
+    spec = [(0, d, 1) for d in t.shape]
+    spec[axis] = (start, stop, 1)
+    shape = tuple(stop - start if i == axis else d for i, d in enumerate(t.shape))
+    return w.emit("slice", TensorType(shape, t.dtype), [x], [("slice", _slice_text(spec))])
+
+
+def _hlo_slice(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``slice={[start:limit:stride], ...}`` with Python's bounds resolved; axes with a
+    negative step are sliced ascending then ``reverse``d."""
+    x = ctx.inputs[0]
+    assert isinstance(x, TensorType)
+    spec = [(0, d, 1) for d in x.shape]
+    flip = []
+    p = ctx.params
+    for s, e, a, st in zip(p["starts"], p["ends"], p["axes"], p["steps"], strict=True):
+        start, stop, step = slice(int(s), int(e), int(st)).indices(x.shape[int(a)])
+        n = len(range(start, stop, step))
+        if step < 0:
+            start, step = start + (n - 1) * step, -step
+            flip.append(int(a))
+        spec[int(a)] = (start, start + (n - 1) * step + 1, step)
+    out = w.emit("slice", ctx.output, [ins[0]], [("slice", _slice_text(spec))])
+    if flip:
+        dims = "{" + ",".join(str(a) for a in sorted(flip)) + "}"
+        out = w.emit("reverse", ctx.output, [out], [("dimensions", dims)])
+    return out
+
+
+def _hlo_pad(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """``constant``: HLO ``pad(x, value), padding=lo_hi x ...``. ``edge`` and ``reflect``:
+    axis by axis (as ``numpy.pad``), a ``concatenate`` of the border (``edge``: the first
+    or last slice ``broadcast``; ``reflect``: a ``slice`` ``reverse``d, pads < the axis
+    size) with the operand."""
+    x = ctx.inputs[0]
+    assert isinstance(x, TensorType)
+    mode = str(ctx.params["mode"])
+    pads = [int(v) for v in ctx.params["pads"]]
+    r = len(x.shape)
+    if mode == "constant":
+        text = "x".join(f"{pads[i]}_{pads[r + i]}" for i in range(r))
+        with np.errstate(all="ignore"):
+            fill = np.asarray(float(ctx.params["value"])).astype(np_dtype(x.dtype))
+        value = w.constant(fill.item() if fill.dtype != _BF16 else float(fill), x.dtype)
+        return w.emit("pad", ctx.output, [ins[0], value], [("padding", text)])
+    if mode not in ("edge", "reflect"):
+        raise ValueError(f"pad mode `{mode}` has no HLO form")
+    cur, t = ins[0], x
+    for ax in range(r):
+        lo, hi = pads[ax], pads[r + ax]
+        if not lo and not hi:
+            continue
+        n = t.shape[ax]
+        parts = []
+        for count, first in ((lo, True), (hi, False)):
+            if not count:
+                parts.append(None)
+                continue
+            if mode == "edge":
+                edge = (
+                    _hlo_slice_axis(w, cur, t, ax, 0, 1)
+                    if first
+                    else _hlo_slice_axis(w, cur, t, ax, n - 1, n)
+                )
+                et = TensorType(tuple(1 if i == ax else d for i, d in enumerate(t.shape)), t.dtype)
+                bt = TensorType(
+                    tuple(count if i == ax else d for i, d in enumerate(t.shape)), t.dtype
+                )
+                parts.append(w.broadcast(edge, et, bt.shape))
+            else:
+                if count > n - 1:
+                    raise ValueError(
+                        f"reflect padding {count} on an axis of size {n} (HLO form: pads < size)"
+                    )
+                lo_i, hi_i = (1, count + 1) if first else (n - 1 - count, n - 1)
+                piece = _hlo_slice_axis(w, cur, t, ax, lo_i, hi_i)
+                pt = TensorType(
+                    tuple(count if i == ax else d for i, d in enumerate(t.shape)), t.dtype
+                )
+                parts.append(w.emit("reverse", pt, [piece], [("dimensions", "{" + str(ax) + "}")]))
+        names = [p for p in (parts[0], cur, parts[1]) if p is not None]
+        t = TensorType(tuple(n + lo + hi if i == ax else d for i, d in enumerate(t.shape)), t.dtype)
+        cur = w.emit("concatenate", t, names, [("dimensions", "{" + str(ax) + "}")])
+    return cur
+
+
+def _hlo_take(w: Any, x: str, t: TensorType, axis: int, indices: Sequence[int]) -> str:
+    """``numpy.take(x, indices, axis)`` (indices in ``[0, dim)``) as HLO ``gather`` of
+    slices of size 1 on ``axis`` (``collapsed_slice_dims={axis}``) at an ``s64``
+    constant of indices (``index_vector_dim=1``: one index per row)."""
+    r = len(t.shape)
+    out = TensorType(
+        tuple(len(indices) if i == axis else d for i, d in enumerate(t.shape)), t.dtype
+    )
+    idx = w.literal(np.asarray(list(indices), dtype=np.int64).reshape(-1, 1), "int64")
+    sizes = "{" + ",".join("1" if i == axis else str(d) for i, d in enumerate(t.shape)) + "}"
+    attrs = [
+        ("offset_dims", "{" + ",".join(str(i) for i in range(r) if i != axis) + "}"),
+        ("collapsed_slice_dims", "{" + str(axis) + "}"),
+        ("start_index_map", "{" + str(axis) + "}"),
+        ("index_vector_dim", "1"),
+        ("slice_sizes", sizes),
+    ]
+    return w.emit("gather", out, [x, idx], attrs)
+
+
+def _hlo_gather(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``gather`` of size-1 slices along ``axis`` at the constant indices (negative
+    ones counted from the end first); see :func:`_hlo_take`."""
+    x = ctx.inputs[0]
+    assert isinstance(x, TensorType)
+    axis = int(ctx.params["axis"])
+    dim = x.shape[axis]
+    ind = [int(i) % dim if -dim <= int(i) < dim else int(i) for i in ctx.params["indices"]]
+    if any(not 0 <= i < dim for i in ind):
+        raise ValueError(
+            f"gather: an index of {list(ctx.params['indices'])} is outside [-{dim}, {dim})"
+        )
+    return _hlo_take(w, ins[0], x, axis, ind)
+
+
+def _hlo_resize(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """Axis by axis, as ``evaluate``: ``nearest`` a ``gather`` of positions
+    ``floor(d * in / out)``; ``linear`` two ``gather``s (the taps ``i0``, ``i1`` at
+    ``src = (d + 0.5) * in / out - 0.5`` clamped to ``[0, in - 1]``) blended with
+    constant weights ``a * (1 - f) + b * f`` (weights broadcast along the axis), computed
+    in ``f32`` for float16/bfloat16/float32 and ``f64`` for float64 and integers
+    (rounded to nearest even, then converted back)."""
+    x = ctx.inputs[0]
+    assert isinstance(x, TensorType)
+    sizes = tuple(int(v) for v in ctx.params["sizes"])
+    mode = str(ctx.params["mode"])
+    cur, t = ins[0], x
+    if mode == "nearest":
+        for ax, (n_in, n_out) in enumerate(zip(x.shape, sizes, strict=True)):
+            if n_in != n_out:
+                cur = _hlo_take(w, cur, t, ax, (np.arange(n_out) * n_in // n_out).tolist())
+                t = TensorType(
+                    tuple(n_out if i == ax else d for i, d in enumerate(t.shape)), t.dtype
+                )
+        return cur
+    if mode != "linear":
+        raise ValueError(f"resize mode `{mode}` has no HLO form")
+    dt = np_dtype(x.dtype)
+    work = "float64" if dt == np.float64 or not _is_float(dt) else "float32"
+    if work != x.dtype:
+        t = TensorType(x.shape, work)
+        cur = w.emit("convert", t, [cur])
+    for ax, (n_in, n_out) in enumerate(zip(x.shape, sizes, strict=True)):
+        if n_in == n_out:
+            continue
+        src = (np.arange(n_out, dtype=np.float64) + 0.5) * (n_in / n_out) - 0.5
+        src = np.clip(src, 0.0, n_in - 1)
+        i0 = np.floor(src).astype(np.int64)
+        i1 = np.minimum(i0 + 1, n_in - 1)
+        frac = src - i0
+        a = _hlo_take(w, cur, t, ax, i0.tolist())
+        b = _hlo_take(w, cur, t, ax, i1.tolist())
+        t = TensorType(tuple(n_out if i == ax else d for i, d in enumerate(t.shape)), work)
+        dims = [("dimensions", "{" + str(ax) + "}")]
+        wa = w.emit("broadcast", t, [w.literal(1.0 - frac, work)], dims)
+        wb = w.emit("broadcast", t, [w.literal(frac, work)], dims)
+        cur = w.emit("add", t, [w.emit("multiply", t, [a, wa]), w.emit("multiply", t, [b, wb])])
+    if not _is_float(dt):
+        cur = w.emit("round-nearest-even", t, [cur])
+    if work != x.dtype:
+        cur = w.emit("convert", ctx.output, [cur])
+    return cur
+
+
+def _hlo_cast(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
+    """HLO ``convert`` (float to integer truncates toward zero; to ``pred``: ``x != 0``)."""
+    return w.emit("convert", ctx.output, [ins[0]])
+
+
 # ------------------------------------------------------------------ binary elementwise
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Integer division truncating toward zero (C / ONNX ``Div``); x / 0 gives 0."""
@@ -224,26 +660,49 @@ def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.power(a, b)
 
 
-_BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], str, str]] = {
-    "add": (np.add, "Add", "a + b"),
-    "sub": (np.subtract, "Sub", "a - b"),
-    "mul": (np.multiply, "Mul", "a * b"),
-    "div": (_div, "Div", "a / b; integers truncate toward zero (C semantics), x / 0 gives 0"),
-    "pow": (_pow, "Pow", "a ** b (the base's dtype); integer ** negative = trunc(float pow)"),
-    "max": (np.maximum, "Max", "elementwise maximum (NaN propagates), numpy.maximum"),
-    "min": (np.minimum, "Min", "elementwise minimum (NaN propagates), numpy.minimum"),
+# name -> (NumPy function, ONNX op, description, HLO form)
+_BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], str, str, ToHlo]] = {
+    "add": (np.add, "Add", "a + b", _hlo_ew("add")),
+    "sub": (np.subtract, "Sub", "a - b", _hlo_ew("subtract")),
+    "mul": (np.multiply, "Mul", "a * b", _hlo_ew("multiply")),
+    "div": (
+        _div,
+        "Div",
+        "a / b; integers truncate toward zero (C semantics), x / 0 gives 0",
+        _hlo_ew("divide"),
+    ),
+    "pow": (
+        _pow,
+        "Pow",
+        "a ** b (the base's dtype); integer ** negative = trunc(float pow)",
+        _hlo_ew("power"),
+    ),
+    "max": (
+        np.maximum,
+        "Max",
+        "elementwise maximum (NaN propagates), numpy.maximum",
+        _hlo_ew("maximum"),
+    ),
+    "min": (
+        np.minimum,
+        "Min",
+        "elementwise minimum (NaN propagates), numpy.minimum",
+        _hlo_ew("minimum"),
+    ),
 }
 
-_COMPARE: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], str, str]] = {
-    "equal": (np.equal, "Equal", "a == b"),
-    "less": (np.less, "Less", "a < b"),
-    "less_equal": (np.less_equal, "LessOrEqual", "a <= b"),
-    "greater": (np.greater, "Greater", "a > b"),
-    "greater_equal": (np.greater_equal, "GreaterOrEqual", "a >= b"),
+_COMPARE: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], str, str, ToHlo]] = {
+    "equal": (np.equal, "Equal", "a == b", _hlo_compare("EQ")),
+    "less": (np.less, "Less", "a < b", _hlo_compare("LT")),
+    "less_equal": (np.less_equal, "LessOrEqual", "a <= b", _hlo_compare("LE")),
+    "greater": (np.greater, "Greater", "a > b", _hlo_compare("GT")),
+    "greater_equal": (np.greater_equal, "GreaterOrEqual", "a >= b", _hlo_compare("GE")),
 }
 
 
-def _make_binary(name: str, fn: Callable, onnx_op: str, what: str, compare: bool) -> None:
+def _make_binary(
+    name: str, fn: Callable, onnx_op: str, what: str, to_hlo: ToHlo, compare: bool
+) -> None:
     def evaluate(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
         a, b = np.asarray(args[0]), np.asarray(args[1])
         return np.asarray(fn(a, b))
@@ -255,13 +714,13 @@ def _make_binary(name: str, fn: Callable, onnx_op: str, what: str, compare: bool
         f"shape. dtype: a and b equal; out {out}. Errors: the type rule rejects "
         f"non-broadcastable shapes and unequal dtypes. Source: ONNX ``{onnx_op}`` (opset 13+)."
     )
-    _op(name, evaluate, _elementwise_cost(1), _simple_onnx(onnx_op), (onnx_op,))
+    _op(name, evaluate, _elementwise_cost(1), _simple_onnx(onnx_op), (onnx_op,), to_hlo=to_hlo)
 
 
-for _n, (_f, _o, _w) in _BINARY.items():
-    _make_binary(_n, _f, _o, _w, compare=False)
-for _n, (_f, _o, _w) in _COMPARE.items():
-    _make_binary(_n, _f, _o, _w, compare=True)
+for _n, (_f, _o, _w, _h) in _BINARY.items():
+    _make_binary(_n, _f, _o, _w, _h, compare=False)
+for _n, (_f, _o, _w, _h) in _COMPARE.items():
+    _make_binary(_n, _f, _o, _w, _h, compare=True)
 
 
 def _select(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -274,7 +733,14 @@ def _select(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
     return np.where(c.astype(bool, copy=False), a, b)
 
 
-_op("select", _select, _elementwise_cost(1), _simple_onnx("Where"), ("Where",))
+_op(
+    "select",
+    _select,
+    _elementwise_cost(1),
+    _simple_onnx("Where"),
+    ("Where",),
+    to_hlo=_hlo_ew("select"),
+)
 
 
 # ----------------------------------------------------------------------------- unary
@@ -344,16 +810,59 @@ def _softplus(x: np.ndarray) -> np.ndarray:
     return np.logaddexp(0, x)
 
 
-# name -> (function on a float working array, wide, FLOP factor, ONNX op, description)
-_UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool, float, str, str]] = {
-    "exp": (np.exp, False, 1, "Exp", "e ** x"),
-    "log": (np.log, False, 1, "Log", "natural logarithm (log 0 = -inf, log x<0 = NaN)"),
-    "sqrt": (np.sqrt, False, 1, "Sqrt", "square root (NaN below 0)"),
-    "rsqrt": (_rsqrt, False, 1, "Sqrt", "1 / sqrt(x) (ONNX: Reciprocal(Sqrt(x)))"),
-    "reciprocal": (np.reciprocal, False, 1, "Reciprocal", "1 / x"),
-    "erf": (_erf64, True, 4, "Erf", "the error function (math.erf per element)"),
-    "hard_swish": (_hard_swish, False, 4, "HardSwish", "x * max(0, min(1, x / 6 + 0.5))"),
-    "softplus": (_softplus, False, 3, "Softplus", "log(1 + exp(x)), overflow-free"),
+# name -> (function on a float working array, wide, FLOP factor, ONNX op, description,
+# HLO form)
+_UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool, float, str, str, ToHlo]] = {
+    "exp": (np.exp, False, 1, "Exp", "e ** x", _hlo_unary("exponential")),
+    "log": (
+        np.log,
+        False,
+        1,
+        "Log",
+        "natural logarithm (log 0 = -inf, log x<0 = NaN)",
+        _hlo_unary("log"),
+    ),
+    "sqrt": (np.sqrt, False, 1, "Sqrt", "square root (NaN below 0)", _hlo_unary("sqrt")),
+    "rsqrt": (
+        _rsqrt,
+        False,
+        1,
+        "Sqrt",
+        "1 / sqrt(x) (ONNX: Reciprocal(Sqrt(x)))",
+        _hlo_unary("rsqrt"),
+    ),
+    "reciprocal": (
+        np.reciprocal,
+        False,
+        1,
+        "Reciprocal",
+        "1 / x",
+        _hlo_float(_reciprocal_hlo, "HLO ``divide(1, x)``."),
+    ),
+    "erf": (
+        _erf64,
+        True,
+        4,
+        "Erf",
+        "the error function (math.erf per element)",
+        _hlo_unary("erf"),
+    ),
+    "hard_swish": (
+        _hard_swish,
+        False,
+        4,
+        "HardSwish",
+        "x * max(0, min(1, x / 6 + 0.5))",
+        _hlo_float(_hard_swish_hlo, "``x * max(0, min(1, x / 6 + 0.5))`` in HLO."),
+    ),
+    "softplus": (
+        _softplus,
+        False,
+        3,
+        "Softplus",
+        "log(1 + exp(x)), overflow-free",
+        _hlo_float(_softplus_hlo, "``max(x, 0) + log-plus-one(exp(-|x|))``."),
+    ),
 }
 
 
@@ -381,8 +890,8 @@ def _abs(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
     return np.abs(np.asarray(args[0]))
 
 
-_op("neg", _neg, _elementwise_cost(1), _simple_onnx("Neg"), ("Neg",))
-_op("abs", _abs, _elementwise_cost(1), _simple_onnx("Abs"), ("Abs",))
+_op("neg", _neg, _elementwise_cost(1), _simple_onnx("Neg"), ("Neg",), to_hlo=_hlo_ew("negate"))
+_op("abs", _abs, _elementwise_cost(1), _simple_onnx("Abs"), ("Abs",), to_hlo=_hlo_ew("abs"))
 
 
 def _rsqrt_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
@@ -443,16 +952,24 @@ def _hard_swish_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> No
 
 _UNARY_ONNX = {"rsqrt": _rsqrt_onnx, "hard_swish": _hard_swish_onnx}
 
-for _n, (_f, _wide, _k, _o, _w) in _UNARY.items():
+for _n, (_f, _wide, _k, _o, _w, _h) in _UNARY.items():
     _op(
         _n,
         _make_unary(_n, _f, _wide, _o, _w),
         _elementwise_cost(_k),
         _UNARY_ONNX.get(_n, _simple_onnx(_o)),
         () if _n == "rsqrt" else (_o,),
+        to_hlo=_h,
     )
-_op("gelu", _gelu, _elementwise_cost(6), _gelu_onnx, ("Gelu",))
-_op("gelu_tanh", _gelu_tanh, _elementwise_cost(8), _gelu_tanh_onnx, ("Gelu",))
+_op("gelu", _gelu, _elementwise_cost(6), _gelu_onnx, ("Gelu",), to_hlo=_hlo_gelu)
+_op(
+    "gelu_tanh",
+    _gelu_tanh,
+    _elementwise_cost(8),
+    _gelu_tanh_onnx,
+    ("Gelu",),
+    to_hlo=_hlo_gelu_tanh,
+)
 
 
 # ------------------------------------------------------- clip, hard_sigmoid, leaky_relu
@@ -498,7 +1015,7 @@ def _clip_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Clip", inputs, [out])
 
 
-_op("clip", _clip, _elementwise_cost(1), _clip_onnx, ("Clip",))
+_op("clip", _clip, _elementwise_cost(1), _clip_onnx, ("Clip",), to_hlo=_hlo_clip)
 
 
 def _hard_sigmoid(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -521,7 +1038,14 @@ def _hard_sigmoid_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> 
     )
 
 
-_op("hard_sigmoid", _hard_sigmoid, _elementwise_cost(3), _hard_sigmoid_onnx, ("HardSigmoid",))
+_op(
+    "hard_sigmoid",
+    _hard_sigmoid,
+    _elementwise_cost(3),
+    _hard_sigmoid_onnx,
+    ("HardSigmoid",),
+    to_hlo=_hlo_hard_sigmoid,
+)
 
 
 def _leaky_relu(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -538,7 +1062,14 @@ def _leaky_relu_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> No
     w.emit("LeakyRelu", [ins[0]], [out], alpha=float(ctx.params["alpha"]))
 
 
-_op("leaky_relu", _leaky_relu, _elementwise_cost(1), _leaky_relu_onnx, ("LeakyRelu",))
+_op(
+    "leaky_relu",
+    _leaky_relu,
+    _elementwise_cost(1),
+    _leaky_relu_onnx,
+    ("LeakyRelu",),
+    to_hlo=_hlo_leaky_relu,
+)
 
 
 # -------------------------------------------------------------------------- reductions
@@ -576,12 +1107,18 @@ def _reduce_fn(kind: str) -> Callable[[np.ndarray, tuple[int, ...], bool], np.nd
     return {"sum": sum_, "mean": mean_, "max": max_, "min": min_, "prod": prod_}[kind]
 
 
+# name -> (kind, ONNX op, description, HLO reduce computation's opcode)
 _REDUCE = {
-    "reduce_sum": ("sum", "ReduceSum", "sum (float16/bfloat16 accumulate in float32)"),
-    "reduce_mean": ("mean", "ReduceMean", "arithmetic mean (integers: sum / n truncated)"),
-    "reduce_max": ("max", "ReduceMax", "maximum"),
-    "reduce_min": ("min", "ReduceMin", "minimum"),
-    "reduce_prod": ("prod", "ReduceProd", "product"),
+    "reduce_sum": ("sum", "ReduceSum", "sum (float16/bfloat16 accumulate in float32)", "add"),
+    "reduce_mean": (
+        "mean",
+        "ReduceMean",
+        "arithmetic mean (integers: sum / n truncated)",
+        "add",
+    ),
+    "reduce_max": ("max", "ReduceMax", "maximum", "maximum"),
+    "reduce_min": ("min", "ReduceMin", "minimum", "minimum"),
+    "reduce_prod": ("prod", "ReduceProd", "product", "multiply"),
 }
 
 
@@ -596,7 +1133,7 @@ def _emit_reduce(
         w.emit(onnx_op, [x], [out], axes=[int(a) for a in axes], keepdims=int(keepdims))
 
 
-def _make_reduce(name: str, kind: str, onnx_op: str, what: str) -> None:
+def _make_reduce(name: str, kind: str, onnx_op: str, what: str, hlo_opcode: str) -> None:
     fn = _reduce_fn(kind)
 
     def evaluate(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -617,11 +1154,18 @@ def _make_reduce(name: str, kind: str, onnx_op: str, what: str) -> None:
 
     to_onnx.__doc__ = f"ONNX ``{onnx_op}`` (axes input or attribute by opset)."
     extra = ("GlobalMaxPool",) if onnx_op == "ReduceMax" else ()
-    _op(name, evaluate, _per_input_cost(1), to_onnx, (onnx_op, *extra))
+    _op(
+        name,
+        evaluate,
+        _per_input_cost(1),
+        to_onnx,
+        (onnx_op, *extra),
+        to_hlo=_hlo_reduce(hlo_opcode),
+    )
 
 
-for _n, (_k, _o, _w) in _REDUCE.items():
-    _make_reduce(_n, _k, _o, _w)
+for _n, (_k, _o, _w, _h) in _REDUCE.items():
+    _make_reduce(_n, _k, _o, _w, _h)
 
 
 # ----------------------------------------------------------- softmax and normalisation
@@ -648,7 +1192,7 @@ def _softmax_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Softmax", [ins[0]], [out], axis=int(ctx.params["axis"]))
 
 
-_op("softmax", _softmax, _per_input_cost(5), _softmax_onnx, ("Softmax",))
+_op("softmax", _softmax, _per_input_cost(5), _softmax_onnx, ("Softmax",), to_hlo=_hlo_softmax)
 
 
 def _layer_norm(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -708,7 +1252,14 @@ def _layer_norm_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> No
     w.emit("Add", [s, bias], [out])
 
 
-_op("layer_norm", _layer_norm, _per_input_cost(8), _layer_norm_onnx, ("LayerNormalization",))
+_op(
+    "layer_norm",
+    _layer_norm,
+    _per_input_cost(8),
+    _layer_norm_onnx,
+    ("LayerNormalization",),
+    to_hlo=_hlo_layer_norm,
+)
 
 
 def _global_avg_pool(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -730,6 +1281,7 @@ _op(
     _per_input_cost(1),
     _simple_onnx("GlobalAveragePool"),
     ("GlobalAveragePool",),
+    to_hlo=_hlo_global_avg_pool,
 )
 
 
@@ -750,7 +1302,14 @@ def _broadcast_to_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> 
     w.emit("Expand", [ins[0], _ints(w, ctx.params["shape"], "shape")], [out])
 
 
-_op("broadcast_to", _broadcast_to, _move_cost, _broadcast_to_onnx, ("Expand",))
+_op(
+    "broadcast_to",
+    _broadcast_to,
+    _move_cost,
+    _broadcast_to_onnx,
+    ("Expand",),
+    to_hlo=_hlo_broadcast_to,
+)
 
 
 def _slices(ctx: OpContext, ndim: int) -> tuple[slice, ...]:
@@ -794,7 +1353,7 @@ def _slice_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Slice", [ins[0], *names], [out])
 
 
-_op("slice", _slice, _move_cost, _slice_onnx, ("Slice",))
+_op("slice", _slice, _move_cost, _slice_onnx, ("Slice",), to_hlo=_hlo_slice)
 
 _PAD_MODES = ("constant", "reflect", "edge")
 
@@ -836,7 +1395,7 @@ def _pad_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Pad", inputs, [out], mode=mode)
 
 
-_op("pad", _pad, _move_cost, _pad_onnx, ("Pad",))
+_op("pad", _pad, _move_cost, _pad_onnx, ("Pad",), to_hlo=_hlo_pad)
 
 
 def _gather(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -868,7 +1427,7 @@ def _gather_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     )
 
 
-_op("gather", _gather, _move_cost, _gather_onnx, ("Gather",))
+_op("gather", _gather, _move_cost, _gather_onnx, ("Gather",), to_hlo=_hlo_gather)
 
 
 def _resize(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -936,7 +1495,7 @@ def _resize_cost(ctx: OpContext) -> tuple[float, float]:
     return float(2**k * _numel(ctx.output)), default_bytes(ctx)
 
 
-_op("resize", _resize, _resize_cost, _resize_onnx, ("Resize",))
+_op("resize", _resize, _resize_cost, _resize_onnx, ("Resize",), to_hlo=_hlo_resize)
 
 
 def _cast(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -966,7 +1525,7 @@ def _cast_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Cast", [ins[0]], [out], to=int(w.elem_type(str(ctx.params["dtype"]))))
 
 
-_op("cast", _cast, _move_cost, _cast_onnx, ("Cast",))
+_op("cast", _cast, _move_cost, _cast_onnx, ("Cast",), to_hlo=_hlo_cast)
 
 
 def _scalar(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -992,7 +1551,15 @@ def _scalar_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.alias(out, w.const(_scalar(ctx, ()), "scalar"))
 
 
-_op("scalar", _scalar, _scalar_cost, _scalar_onnx, (), launches_kernel=False)
+_op(
+    "scalar",
+    _scalar,
+    _scalar_cost,
+    _scalar_onnx,
+    (),
+    to_hlo=_hlo_scalar,
+    launches_kernel=False,
+)
 
 
 # =========================================================================== importers
@@ -1610,189 +2177,28 @@ def _import_cast(imp: Any, node: Any) -> None:
     imp.set_output(node, 0, imp.add("cast", {"dtype": dt}, [imp.input(node, 0)]))
 
 
-# ============================================================================ HLO export
-# ``to_hlo(writer, ctx, operand_names) -> name`` of each operator HLO text can hold; the
-# writer is ``tensat_py.frontends.hlo.translate.HloWriter``. Elementwise operators
-# broadcast their operands to the output shape first (HLO takes equal shapes).
-def _hlo_ew(opcode: str) -> Callable[[Any, OpContext, Sequence[str]], str]:
-    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-        return w.elementwise(opcode, ctx, ins)
+# Operator facts the cost models share (docs/cost-models.md, ``OpDef.fusion``/
+# ``commutative``): XLA fuses every elementwise operator into one loop with its neighbours.
+from tensat_py.ops import attach_facts  # noqa: E402  (the facts follow the declarations)
 
-    to_hlo.__doc__ = f"HLO ``{opcode}``."
-    return to_hlo
-
-
-def _hlo_compare(direction: str) -> Callable[[Any, OpContext, Sequence[str]], str]:
-    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-        return w.elementwise("compare", ctx, ins, [("direction", direction)])
-
-    to_hlo.__doc__ = f"HLO ``compare(a, b), direction={direction}``."
-    return to_hlo
-
-
-def _hlo_scalar(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO scalar ``constant``."""
-    return w.constant(ctx.params["value"], ctx.output.dtype)  # type: ignore[union-attr]
-
-
-def _hlo_like(w: Any, ctx: OpContext, value: float) -> str:
-    """A constant ``value`` broadcast to the output shape."""
-    out = ctx.output
-    return w.broadcast(w.constant(value, out.dtype), type(out)((), out.dtype), out.shape)  # type: ignore[union-attr]
-
-
-def _hlo_reciprocal(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO ``divide(1, x)``."""
-    return w.emit("divide", ctx.output, [_hlo_like(w, ctx, 1.0), ins[0]])
-
-
-def _hlo_reduce(opcode: str) -> Callable[[Any, OpContext, Sequence[str]], str]:
-    def to_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-        from tensat_py.ops.hlo import identity
-
-        x = ctx.inputs[0]
-        axes = tuple(int(a) for a in ctx.params["axes"])
-        kind = {"add": "add", "maximum": "max", "minimum": "min", "multiply": "mul"}[opcode]
-        np_name = "float32" if x.dtype == "bfloat16" else x.dtype  # type: ignore[union-attr]
-        init = w.constant(identity(kind, np.dtype(np_name)), x.dtype)  # type: ignore[union-attr]
-        kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)  # type: ignore[union-attr]
-        t = type(ctx.output)(kept, x.dtype)  # type: ignore[union-attr]
-        comp = w.reducer(opcode, x.dtype)  # type: ignore[union-attr]
-        dims = "{" + ",".join(str(a) for a in axes) + "}"
-        r = w.emit("reduce", t, [ins[0], init], [("dimensions", dims), ("to_apply", f"%{comp}")])
-        if ctx.op == "reduce_mean":
-            n = math.prod(x.shape[a] for a in axes)  # type: ignore[union-attr]
-            r = w.emit(
-                "divide", t, [r, w.broadcast(w.constant(n, t.dtype), type(t)((), t.dtype), kept)]
-            )
-        return w.reshape(r, t, ctx.output.shape)  # type: ignore[union-attr]
-
-    to_hlo.__doc__ = f"HLO ``reduce`` with an ``{opcode}`` computation (then reshape for keepdims)."
-    return to_hlo
-
-
-def _hlo_broadcast_to(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO ``broadcast`` by NumPy's rule."""
-    return w.broadcast(ins[0], ctx.inputs[0], tuple(ctx.output.shape))  # type: ignore[union-attr]
-
-
-def _hlo_slice(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO ``slice={[start:limit:stride], ...}`` (positive steps; Python bounds resolved)."""
-    x = ctx.inputs[0]
-    spec = [(0, d, 1) for d in x.shape]  # type: ignore[union-attr]
-    p = ctx.params
-    for s, e, a, st in zip(p["starts"], p["ends"], p["axes"], p["steps"], strict=True):
-        start, stop, step = slice(int(s), int(e), int(st)).indices(x.shape[int(a)])  # type: ignore[union-attr]
-        if step < 0:
-            raise ValueError("HLO slice needs positive steps")
-        n = len(range(start, stop, step))
-        spec[int(a)] = (start, start + (n - 1) * step + 1, step)
-    text = "{" + ", ".join(f"[{a}:{b}]" if c == 1 else f"[{a}:{b}:{c}]" for a, b, c in spec) + "}"
-    return w.emit("slice", ctx.output, [ins[0]], [("slice", text)])
-
-
-def _hlo_pad(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO ``pad(x, value), padding=lo_hi x ...`` (constant mode only)."""
-    if ctx.params["mode"] != "constant":
-        raise ValueError(f"HLO pad has no mode `{ctx.params['mode']}`")
-    x = ctx.inputs[0]
-    pads = [int(v) for v in ctx.params["pads"]]
-    r = len(x.shape)  # type: ignore[union-attr]
-    text = "x".join(f"{pads[i]}_{pads[r + i]}" for i in range(r))
-    value = w.constant(ctx.params["value"], x.dtype)  # type: ignore[union-attr]
-    return w.emit("pad", ctx.output, [ins[0], value], [("padding", text)])
-
-
-def _hlo_cast(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO ``convert``."""
-    return w.emit("convert", ctx.output, [ins[0]])
-
-
-def _hlo_clip(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """HLO ``maximum``/``minimum`` with the finite bounds."""
-    out = ctx.output
-    cur = ins[0]
-    lo, hi = float(ctx.params["lo"]), float(ctx.params["hi"])
-    if lo != -math.inf:
-        cur = w.emit("maximum", out, [cur, _hlo_like(w, ctx, lo)])
-    if hi != math.inf:
-        cur = w.emit("minimum", out, [cur, _hlo_like(w, ctx, hi)])
-    return cur
-
-
-def _hlo_softmax(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """max-subtract, exp, sum, divide over one axis."""
-    x = ctx.inputs[0]
-    ax = int(ctx.params["axis"])
-    kept = tuple(d for i, d in enumerate(x.shape) if i != ax)  # type: ignore[union-attr]
-    t = type(x)(kept, x.dtype)  # type: ignore[arg-type, union-attr]
-    dims = "{" + str(ax) + "}"
-    bdims = "{" + ",".join(str(i) for i in range(len(x.shape)) if i != ax) + "}"  # type: ignore[union-attr]
-    m = w.emit(
-        "reduce",
-        t,
-        [ins[0], w.constant(-math.inf, x.dtype)],  # type: ignore[union-attr]
-        [("dimensions", dims), ("to_apply", "%" + w.reducer("maximum", x.dtype))],
-    )  # type: ignore[union-attr]
-    mb = w.emit("broadcast", x, [m], [("dimensions", bdims)])
-    e = w.emit("exponential", x, [w.emit("subtract", x, [ins[0], mb])])
-    s = w.emit(
-        "reduce",
-        t,
-        [e, w.constant(0.0, x.dtype)],  # type: ignore[union-attr]
-        [("dimensions", dims), ("to_apply", "%" + w.reducer("add", x.dtype))],
-    )  # type: ignore[union-attr]
-    return w.emit("divide", x, [e, w.emit("broadcast", x, [s], [("dimensions", bdims)])])
-
-
-def _hlo_softplus(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
-    """``max(x, 0) + log1p(exp(-|x|))`` (no overflow)."""
-    out = ctx.output
-    pos = w.emit("maximum", out, [ins[0], _hlo_like(w, ctx, 0.0)])
-    e = w.emit("exponential", out, [w.emit("negate", out, [w.emit("abs", out, [ins[0]])])])
-    return w.emit("add", out, [pos, w.emit("log-plus-one", out, [e])])
-
-
-def _attach_hlo() -> None:
-    from tensat_py.ops import attach_hlo
-
-    attach_hlo(_HLO)
-
-
-_HLO = {
-    "add": _hlo_ew("add"),
-    "sub": _hlo_ew("subtract"),
-    "mul": _hlo_ew("multiply"),
-    "div": _hlo_ew("divide"),
-    "pow": _hlo_ew("power"),
-    "max": _hlo_ew("maximum"),
-    "min": _hlo_ew("minimum"),
-    "equal": _hlo_compare("EQ"),
-    "less": _hlo_compare("LT"),
-    "less_equal": _hlo_compare("LE"),
-    "greater": _hlo_compare("GT"),
-    "greater_equal": _hlo_compare("GE"),
-    "select": _hlo_ew("select"),
-    "neg": _hlo_ew("negate"),
-    "abs": _hlo_ew("abs"),
-    "exp": _hlo_ew("exponential"),
-    "log": _hlo_ew("log"),
-    "sqrt": _hlo_ew("sqrt"),
-    "rsqrt": _hlo_ew("rsqrt"),
-    "erf": _hlo_ew("erf"),
-    "reciprocal": _hlo_reciprocal,
-    "clip": _hlo_clip,
-    "softplus": _hlo_softplus,
-    "reduce_sum": _hlo_reduce("add"),
-    "reduce_mean": _hlo_reduce("add"),
-    "reduce_max": _hlo_reduce("maximum"),
-    "reduce_min": _hlo_reduce("minimum"),
-    "reduce_prod": _hlo_reduce("multiply"),
-    "softmax": _hlo_softmax,
-    "broadcast_to": _hlo_broadcast_to,
-    "slice": _hlo_slice,
-    "pad": _hlo_pad,
-    "cast": _hlo_cast,
-    "scalar": _hlo_scalar,
-}
-_attach_hlo()
+attach_facts(
+    fusion={
+        **dict.fromkeys(
+            (
+                *("add", "sub", "mul", "div", "pow", "max", "min", "select", "cast"),
+                *("equal", "less", "less_equal", "greater", "greater_equal"),
+                *("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "erf"),
+                *("hard_swish", "softplus", "gelu", "gelu_tanh", "clip", "hard_sigmoid"),
+                "leaky_relu",
+            ),
+            "elementwise",
+        ),
+        **dict.fromkeys(
+            ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"), "reduce"
+        ),
+        **dict.fromkeys(("softmax", "layer_norm", "global_avg_pool"), "reduce"),
+        "broadcast_to": "broadcast",
+        **dict.fromkeys(("slice", "pad"), "reshape"),
+    },
+    commutative=("add", "mul", "max", "min", "equal"),
+)

@@ -1,5 +1,5 @@
-"""Confirming a predicted gain on onnxruntime: the input and the candidate timed side by
-side before the optimiser keeps the candidate.
+"""Confirming a predicted gain on a runtime: the input and the candidate timed side by side
+before the optimiser keeps the candidate.
 
 A cost model that measures operators one at a time (``profile``, and ``learned``, trained
 on those figures) cannot see what onnxruntime's graph optimisations do across operators:
@@ -7,11 +7,16 @@ they fuse a scale into a MatMul (``FusedMatMul``), an activation or a sum into a
 convolution, recognise GELU and LayerNorm patterns, and keep convolutions in a blocked
 layout that a ``Split`` interrupts. A rewrite can therefore look cheaper per operator and
 run slower whole (``bench/cost_validation.md``: two OCR models predicted 2-4 % faster,
-measured about 18 % slower). So, as autotuners confirm candidates by running them (TVM,
-Chen et al., OSDI 2018), :func:`measured_speedup` runs both programs on onnxruntime (CPU,
-``ORT_ENABLE_ALL``, spinning off) on the same inputs and weights, in rotating rounds
+measured about 18 % slower); XLA fuses elementwise chains into its loops likewise. So, as
+autotuners confirm candidates by running them (TVM, Chen et al., OSDI 2018),
+:func:`measured_speedup` runs both programs on the runtime the input came for
+(:mod:`tensat_py.runtime.protocol`: onnxruntime on the CPU for ONNX and built graphs, XLA
+on the CPU for HLO) on the same inputs and weights, in rotating rounds
 (:func:`tensat_py.runtime.timing.rotating`), and returns the median of the per-round
-ratios.
+ratios. A second copy of the input, prepared apart and timed in the same rounds (the
+*A/A*), says how far two runs of one program differ there: its ratio and a confidence
+interval for it (:func:`tensat_py.runtime.timing.median_interval`) are the noise a
+speedup is read against.
 """
 
 from __future__ import annotations
@@ -22,14 +27,15 @@ import time
 from dataclasses import dataclass
 
 from tensat_py.graph import Graph
-from tensat_py.runtime import ort_exec, timing
+from tensat_py.runtime import timing
+from tensat_py.runtime.protocol import Runtime, runtime_for
 
 __all__ = ["Confirmation", "measured_speedup"]
 
 
 @dataclass(frozen=True)
 class Confirmation:
-    """The programs timed on onnxruntime.
+    """The programs timed on a runtime.
 
     Attributes:
         speedup: reference latency / candidate latency (median of per-round ratios; above
@@ -46,6 +52,17 @@ class Confirmation:
             ratios; above 1: the source model as given runs faster than the export of the
             unchanged program, e.g. onnxruntime fuses it differently once shapes are
             static); NaN when not timed.
+        runtime: the runtime that timed them (:attr:`Runtime.name
+            <tensat_py.runtime.protocol.Runtime.name>`: ``"onnxruntime-cpu"``, ``"xla-cpu"``).
+        runtime_version: the library that ran them and its version (``"jaxlib 0.10.2"``).
+        aa: the A/A ratio: input latency / latency of a second copy of the input prepared
+            apart (median of per-round ratios; 1.0 when two runs of one program time
+            alike); NaN when not timed.
+        aa_interval: a 95 % confidence interval for ``aa``
+            (:func:`~tensat_py.runtime.timing.median_interval` of the per-round ratios): the
+            timing noise on this machine; NaNs when not timed.
+        speedup_interval: the same interval for the candidate's ratio to the input (NaNs
+            when no candidate was timed).
     """
 
     speedup: float
@@ -55,63 +72,88 @@ class Confirmation:
     seconds: float
     source_ms: float = math.nan
     source_gain: float = math.nan
+    runtime: str = "onnxruntime-cpu"
+    runtime_version: str = ""
+    aa: float = math.nan
+    aa_interval: tuple[float, float] = (math.nan, math.nan)
+    speedup_interval: tuple[float, float] = (math.nan, math.nan)
+
+    @property
+    def label(self) -> str:
+        """``"xla-cpu (jaxlib 0.10.2)"``: the runtime and its version, for messages."""
+        return f"{self.runtime} ({self.runtime_version})" if self.runtime_version else self.runtime
 
 
 def measured_speedup(
     graph: Graph,
     candidate: Graph | None,
     *,
+    runtime: Runtime | None = None,
     budget: float = 10.0,
     min_rounds: int = 5,
     max_rounds: int = 30,
     threads: int = 0,
     seed: int = 0,
 ) -> Confirmation:
-    """Times ``graph``, ``candidate`` and the model ``graph`` was loaded from side by side
-    on onnxruntime.
+    """Times ``graph``, a second copy of it (the A/A), ``candidate`` and, where the runtime
+    has one, the program ``graph`` was loaded from (the ONNX model as given) side by side.
 
     Args:
         graph: the input program.
         candidate: the optimised program (same inputs and weights), or None to time the
-            input's export against its source model only.
-        budget: seconds for the timed rounds (their number is estimated from one warm-up
-            run of each, between ``min_rounds`` and ``max_rounds``).
+            input against its copy and its source model only.
+        runtime: the runtime to time them on (:mod:`tensat_py.runtime.protocol`); default
+            :func:`~tensat_py.runtime.protocol.runtime_for` ``graph``: XLA on the CPU for
+            HLO input, onnxruntime on the CPU otherwise.
+        budget: seconds for the whole measurement, sessions or compilation and warm-up
+            included (the number of timed rounds is estimated from one warm-up run of
+            each, between ``min_rounds`` and ``max_rounds``: at least ``min_rounds`` run
+            even where they overrun it).
         min_rounds, max_rounds: bounds on the timed rounds.
-        threads: intra-op threads (0: onnxruntime's default).
-        seed: the random inputs' and weights' seed (:func:`ort_exec.feeds`).
+        threads: intra-op threads of the default onnxruntime runtime (0: its default).
+        seed: the random inputs' and weights' seed (:meth:`Runtime.inputs
+            <tensat_py.runtime.protocol.Runtime.inputs>`).
 
     Returns:
-        a :class:`Confirmation`.
+        a :class:`Confirmation` naming the runtime.
 
     Raises:
-        ValueError: a program that cannot be exported to ONNX or run (names the cause),
-            or ``min_rounds < 1`` or ``max_rounds < min_rounds``.
+        ValueError: a program that the runtime cannot load, compile or run (names the
+            cause), or ``min_rounds < 1`` or ``max_rounds < min_rounds``.
     """
     if min_rounds < 1 or max_rounds < min_rounds:
         raise ValueError(
             f"measured_speedup: need 1 <= min_rounds <= max_rounds, got {min_rounds}, {max_rounds}"
         )
+    if runtime is None:
+        runtime = runtime_for(graph)
+        if threads and hasattr(runtime, "threads"):
+            runtime.threads = threads
     t0 = time.perf_counter()
-    feeds = ort_exec.feeds(graph, seed=seed)
-    sessions = [ort_exec.prepare(graph, feeds, threads=threads, spinning=False)]
+    inputs = runtime.inputs(graph, seed)
+    # The input, its copy (the A/A control), the candidate, the source model.
+    calls = [runtime.prepare(graph, inputs, source=graph) for _ in range(2)]
     if candidate is not None:
-        sessions.append(
-            ort_exec.prepare(candidate, feeds, source=graph, threads=threads, spinning=False)
-        )
-    source = ort_exec.source_session(graph, feeds, threads=threads, spinning=False)
+        calls.append(runtime.prepare(candidate, inputs, source=graph))
+    source = runtime.prepare_source(graph, inputs)
     if source is not None:
-        sessions.append(source)
-    calls = [lambda s=s, f=f: s.run(None, f) for s, f in sessions]
-    warm = timing.rotating(calls, rounds=1, warmup=1)
+        calls.append(source)
+    clock = runtime.clock
+    warm = timing.rotating(calls, rounds=1, warmup=1, clock=clock)
     per_round = max(sum(t[0] for t in warm), 1e-6)
-    rounds = max(min_rounds, min(max_rounds, int(budget / per_round)))
-    times = timing.rotating(calls, rounds=rounds, warmup=0)
+    left = budget - (time.perf_counter() - t0)  # loading and the warm-up count too
+    rounds = max(min_rounds, min(max_rounds, int(left / per_round)))
+    times = timing.rotating(calls, rounds=rounds, warmup=0, clock=clock)
     nan = math.nan
-    cand = times[1] if candidate is not None else None
+    cand = times[2] if candidate is not None else None
     src = times[-1] if source is not None else None
-    speedup = timing.paired_ratio(cand, times[0]) if cand is not None else nan
+    speedup, speedup_interval = nan, (nan, nan)
+    if cand is not None:
+        ratios = timing.paired_ratios(cand, times[0])
+        speedup, speedup_interval = statistics.median(ratios), timing.median_interval(ratios)
     if cand is not None and src is not None:
         speedup = min(speedup, timing.paired_ratio(cand, src))
+    aa_ratios = timing.paired_ratios(times[1], times[0])
     return Confirmation(
         speedup=speedup,
         rounds=rounds,
@@ -120,4 +162,9 @@ def measured_speedup(
         seconds=time.perf_counter() - t0,
         source_ms=statistics.median(src) * 1e3 if src is not None else nan,
         source_gain=timing.paired_ratio(src, times[0]) if src is not None else nan,
+        runtime=runtime.name,
+        runtime_version=runtime.version,
+        aa=statistics.median(aa_ratios),
+        aa_interval=timing.median_interval(aa_ratios),
+        speedup_interval=speedup_interval,
     )

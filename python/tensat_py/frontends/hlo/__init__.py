@@ -24,19 +24,24 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from tensat_py.frontends.hlo.ir import Module, leaf_shapes, print_module
 from tensat_py.frontends.hlo.parser import HloParseError, parse_file, parse_module
 from tensat_py.frontends.hlo.translate import (
+    LITERAL_LIMIT,
     HloExportError,
     HloOpaque,
     HloSource,
     HloTranslateError,
+    entry_leaves,
     to_graph,
     to_module,
+    weight_values,
 )
 from tensat_py.graph import Graph
 
@@ -56,6 +61,8 @@ __all__ = [
     "to_graph",
     "to_module",
     "random_args",
+    "entry_leaves",
+    "LITERAL_LIMIT",
     "graph_hash",
 ]
 
@@ -75,20 +82,40 @@ def loads(text: str, file: str = "<hlo>") -> Graph:
     return to_graph(parse_module(text, file), file)
 
 
-def dumps(graph: Graph) -> str:
-    """The HLO text of ``graph`` (its source module's signature and root structure)."""
-    return print_module(to_module(graph))
+def dumps(
+    graph: Graph,
+    *,
+    weights: Mapping[str, Any] | None = None,
+    literal_limit: int | None = LITERAL_LIMIT,
+) -> str:
+    """The HLO text of ``graph`` (its source module's signature and root structure).
+
+    Weights with known values (``weights``, else the front end's, e.g. an ONNX model's
+    initializers) of at most ``literal_limit`` elements print as literals; the others
+    are entry parameters after the inputs (:func:`entry_leaves` lists them; see
+    :data:`LITERAL_LIMIT`)."""
+    return print_module(to_module(graph, weights=weights, literal_limit=literal_limit))
 
 
-def save(graph: Graph, path: str | Path, *, source: Graph | None = None) -> Path:
+def save(
+    graph: Graph,
+    path: str | Path,
+    *,
+    source: Graph | None = None,
+    weights: Mapping[str, Any] | None = None,
+    literal_limit: int | None = LITERAL_LIMIT,
+) -> Path:
     """Write ``graph`` as HLO text to ``path`` atomically; returns the path.
 
     ``source`` (the graph it was optimised from) supplies the module frame when ``graph``
-    lacks ``meta["hlo"]``.
+    lacks ``meta["hlo"]``, and the weight values when ``weights`` is None and ``graph``'s
+    meta holds none (an ONNX source's initializers). Other arguments as :func:`dumps`.
     """
     if "hlo" not in graph.meta and source is not None and "hlo" in source.meta:
         graph.meta["hlo"] = source.meta["hlo"]
-    text = dumps(graph)
+    if weights is None and source is not None and not weight_values(graph):
+        weights = _source_values(graph, source)
+    text = dumps(graph, weights=weights, literal_limit=literal_limit)
     p = Path(path)
     fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", suffix=".tmp")
     try:
@@ -101,10 +128,28 @@ def save(graph: Graph, path: str | Path, *, source: Graph | None = None) -> Path
     return p
 
 
-def random_args(graph: Graph, seed: int = 0) -> list[np.ndarray]:
+def _source_values(graph: Graph, source: Graph) -> Mapping[str, Any] | None:
+    """The weight values ``source``'s front end holds for ``graph``'s weights (None when
+    it holds none)."""
+    fn = getattr(source.meta.get("onnx"), "weight_values", None)
+    return dict(fn(graph)) if fn is not None else None
+
+
+def random_args(
+    graph: Graph,
+    seed: int = 0,
+    *,
+    weights: Mapping[str, Any] | None = None,
+    literal_limit: int | None = LITERAL_LIMIT,
+) -> list[np.ndarray]:
     """Random arguments for the entry parameters of ``graph``'s module, tuple leaves
-    flattened: floats standard normal, integers uniform in ``[0, 4)``, booleans coin flips
-    (the HLO element type's NumPy dtype)."""
+    flattened: for inputs, floats standard normal, integers uniform in ``[0, 4)``,
+    booleans coin flips (the HLO element type's NumPy dtype); for weights written as
+    parameters (:func:`entry_leaves`, after the inputs), the values
+    :func:`tensat_py.runtime.numpy_exec.random_feeds` draws for them by name (positive
+    batch-norm variances). ``weights``/``literal_limit`` as for :func:`dumps`."""
+    from tensat_py.frontends.hlo.ir import ArrayShape
+    from tensat_py.frontends.hlo.translate import ETYPE
     from tensat_py.runtime.xla_exec import np_dtype
 
     rng = np.random.default_rng(seed)
@@ -112,8 +157,17 @@ def random_args(graph: Graph, seed: int = 0) -> list[np.ndarray]:
     shapes = (
         [s for _, sh, _ in src.params for _, s in leaf_shapes(sh)]
         if src is not None
-        else [to_module(graph).entry.parameters()[i].shape for i in range(len(graph.inputs()))]
+        else [
+            ArrayShape(ETYPE[t.dtype], tuple(t.shape))
+            for t in (graph.type_of(i) for i in graph.inputs())
+        ]
     )
+    leaves = entry_leaves(graph, weights=weights, literal_limit=literal_limit)[len(shapes) :]
+    drawn: dict[str, np.ndarray] = {}
+    if leaves:
+        from tensat_py.runtime.numpy_exec import random_feeds
+
+        drawn = random_feeds(graph, seed=seed)
     out = []
     for s in shapes:
         dt = np.dtype(np_dtype(s.etype))
@@ -123,6 +177,10 @@ def random_args(graph: Graph, seed: int = 0) -> list[np.ndarray]:
             out.append(rng.integers(0, 4, s.dims).astype(dt))
         else:
             out.append(rng.standard_normal(s.dims).astype(dt))
+    by_name = {graph.nodes[i].name: i for i in graph.weights()}
+    for name in leaves:
+        t = graph.type_of(by_name[name])
+        out.append(np.asarray(drawn[name]).astype(np_dtype(ETYPE[t.dtype])))
     return out
 
 

@@ -1,6 +1,8 @@
 """HLO module <-> :class:`~tensat_py.graph.Graph`.
 
-**Import** (:func:`to_graph`): the entry computation becomes one graph. Tuples are flattened
+**Import** (:func:`to_graph`): the entry computation becomes one graph; each instruction
+goes through the importer its opcode registered (:data:`HLO_IMPORTERS`,
+:func:`hlo_importer`, as ONNX operator types register theirs). Tuples are flattened
 at the boundary: a tuple parameter becomes one ``input`` per array leaf
 (``param.0``, ``param.1.0`` ...), a tuple root one graph output per leaf, and
 ``tuple``/``get-tuple-element`` inside the entry are resolved while translating (the
@@ -31,7 +33,10 @@ results must be of types the language has (else :class:`HloTranslateError`).
 **Export** (:func:`to_module`): every node prints through its operator's ``to_hlo``
 (:class:`HloWriter` is the writer they get); inputs become the original entry parameters
 (the signature is kept, so the original and the optimised module take the same
-arguments), weights their constants, opaque nodes their original instruction (less
+arguments), weights their constants (a literal with every value: an HLO source's text, or
+the values the front end holds, up to :data:`LITERAL_LIMIT` elements; else, and for
+weights without values, entry parameters after the inputs, sorted by name:
+:func:`entry_leaves`), opaque nodes their original instruction (less
 ``control-predecessors``, which name instructions of the source computation) with the
 computations it calls, and the outputs the original root structure. Integer constants
 print as integers (XLA's parser refuses ``u64[] constant(16.0)``). A graph whose program
@@ -43,6 +48,8 @@ as the input did.
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +78,12 @@ __all__ = [
     "HloWriter",
     "to_graph",
     "to_module",
+    "hlo_importer",
+    "HLO_IMPORTERS",
+    "entry_leaves",
+    "weight_values",
+    "literal_text",
+    "LITERAL_LIMIT",
     "ETYPE",
 ]
 
@@ -80,6 +93,56 @@ ETYPE = {d: e for e, d in ELEMENT_TYPES.items() if d is not None}
 _INT_DTYPES = frozenset(d for d in ETYPE if d.startswith(("int", "uint")))
 
 Tree = Any  # int (a node id) | list[Tree] (a tuple) | _Leaf (not held by the graph)
+
+#: Weights with values of at most this many elements are written as ``constant`` literals
+#: holding every value; larger ones, and weights without values (the zoo's TASO models
+#: are built from shapes alone), become entry parameters after the source's (or the
+#: graph inputs'), sorted by weight name (:func:`entry_leaves`). 4096 float32 elements
+#: print as about 50 KiB of text. Array constants of an HLO source keep their literal.
+LITERAL_LIMIT = 4096
+
+#: Characters an HLO instruction name cannot hold.
+_NAME_BAD = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def _as_dtype(value: Any, dtype: str) -> np.ndarray:
+    from tensat_py.ops.tensor import np_dtype
+
+    with np.errstate(all="ignore"):
+        return np.asarray(value).astype(np_dtype(dtype))
+
+
+def _float_text(v: float) -> str:
+    if v != v:
+        return "nan"
+    if v in (np.inf, -np.inf):
+        return "inf" if v > 0 else "-inf"
+    return repr(v)
+
+
+def literal_text(value: Any, dtype: str) -> str:
+    """The HLO literal of array ``value`` in ``dtype`` (what ``constant(...)`` holds): a
+    scalar alone, else ``{...}`` nested once per axis, outermost first (``{{1, 2}, {3,
+    4}}`` for ``[2, 2]``). Booleans print ``true``/``false``, integers without a fraction
+    (XLA's parser refuses ``16.0`` for an integer type), floats as the shortest decimal of
+    their value widened to float64 (``repr``), which XLA's parser reads back to the very
+    same float32/float16/bfloat16 value; ``nan``, ``inf``, ``-inf`` as such. Source: XLA's
+    literal syntax (``xla/hlo/parser/hlo_parser.cc``, ``ParseDenseLiteral``)."""
+    arr = _as_dtype(value, dtype)
+    if dtype == "bool":
+        items: Any = np.where(arr, "true", "false").tolist()
+    elif dtype in _INT_DTYPES:
+        items = [str(v) for v in arr.reshape(-1).tolist()]
+        items = np.asarray(items, dtype=object).reshape(arr.shape).tolist()
+    else:
+        flat = arr.astype(np.float64).reshape(-1).tolist()
+        items = np.asarray([_float_text(v) for v in flat], dtype=object).reshape(arr.shape)
+        items = items.tolist()
+
+    def nest(x: Any) -> str:
+        return "{" + ", ".join(nest(y) for y in x) + "}" if isinstance(x, list) else str(x)
+
+    return nest(items)
 
 
 class HloTranslateError(ValueError):
@@ -620,129 +683,10 @@ class _Importer:
             raise _Opaque
         dt = self.dtype(ins, s)
         x = [self.array(v, ins) for v in a]
-        if op == "constant":
-            return self.constant(ins, s, dt)
-        if op in _BINARY:
-            return self.add(_BINARY[op], {}, x, ins)
-        if op in _UNARY:
-            return self.add(_UNARY[op], {}, x, ins)
-        if op == "compare":
-            d = ins.attr("direction")
-            if d not in _COMPARE or ins.attr("type") not in (None, "FLOAT", "SIGNED"):
-                raise _Opaque
-            return self.add(_COMPARE[d], {}, x, ins)
-        if op == "select":
-            return self.add("select", {}, x, ins)
-        if op == "clamp":
-            lo = self.g.add_node("max", {}, [x[1], x[0]], name=ins.name)
-            return self.add("min", {}, [lo, x[2]], ins)
-        if op == "convert":
-            return self.add("cast", {"dtype": dt}, x, ins)
-        if op == "copy":
-            return x[0]
-        if op == "bitcast":
-            declared = by_name[ins.operands[0]].shape
-            if not isinstance(declared, ArrayShape) or declared.etype != s.etype:
-                raise _Opaque
-            return self.bitcast(x[0], declared, s, ins)
-        if op == "reshape":
-            if self.g.nodes[x[0]].shape == s.dims:
-                return x[0]
-            return self.add("reshape", {"shape": s.dims}, x, ins)
-        if op == "transpose":
-            return self.add("transpose", {"perm": _list(ins.attr("dimensions"))}, x, ins)
-        if op == "broadcast":
-            dims = _list(ins.attr("dimensions"))
-            if any(b <= c for c, b in itertools.pairwise(dims)):
-                raise _Opaque
-            return self.add("broadcast_in_dim", {"shape": s.dims, "dims": dims}, x, ins)
-        if op == "slice":
-            text = (ins.attr("slice") or "").strip().strip("{}")
-            starts, ends, steps = [], [], []
-            for part in [p.strip().strip("[]") for p in text.split(",") if p.strip()]:
-                v = [int(t) for t in part.split(":")]
-                starts.append(v[0])
-                ends.append(v[1])
-                steps.append(v[2] if len(v) > 2 else 1)
-            axes = tuple(range(len(starts)))
-            p = {"starts": starts, "ends": ends, "axes": axes, "steps": steps}
-            return self.add("slice", p, x, ins)
-        if op == "pad":
-            value = self.scalar_value(x[1])
-            parts = (ins.attr("padding") or "").split("x")
-            lo, hi = [], []
-            for part in parts:
-                v = [int(t) for t in part.split("_")]
-                if len(v) > 2 and v[2] != 0:
-                    raise _Opaque
-                lo.append(v[0])
-                hi.append(v[1])
-            if value is None or min(lo + hi, default=0) < 0 or np.isnan(value):
-                raise _Opaque
-            pads = (*lo, *hi)
-            return self.add("pad", {"pads": pads, "mode": "constant", "value": value}, x[:1], ins)
-        if op == "concatenate":
-            return self.add("concatenate", {"dim": _list(ins.attr("dimensions"))[0]}, x, ins)
-        if op in ("dot", "convolution") and any(self.g.type_of(v).dtype != dt for v in x):
-            raise _Opaque  # mixed precision (preferred_element_type): not the language's
-        if op == "dot":
-            if len(x) != 2:
-                raise _Opaque
-            p = {
-                "lhs_batch": _list(ins.attr("lhs_batch_dims")),
-                "rhs_batch": _list(ins.attr("rhs_batch_dims")),
-                "lhs_contract": _list(ins.attr("lhs_contracting_dims")),
-                "rhs_contract": _list(ins.attr("rhs_contracting_dims")),
-            }
-            return self.add("dot_general", p, x, ins)
-        if op == "convolution":
-            labels = ins.attr("dim_labels")
-            if labels is None or len(x) != 2:
-                raise _Opaque
-            n = len(s.dims) - 2
-            w = _window(ins.attr("window") or "{}", n)
-            if any(w["rhs_reversal"]):
-                raise _Opaque
-            p = {
-                "strides": w["stride"],
-                "padding": w["pad"],
-                "lhs_dilation": w["lhs_dilate"],
-                "rhs_dilation": w["rhs_dilate"],
-                "dim_labels": labels,
-                "feature_groups": int(ins.attr("feature_group_count") or 1),
-                "batch_groups": int(ins.attr("batch_group_count") or 1),
-            }
-            return self.add("convolution", p, x, ins)
-        if op == "iota":
-            dim = int(ins.attr("iota_dimension") or 0)
-            return self.add("iota", {"shape": s.dims, "dtype": dt, "dim": dim}, [], ins)
-        if op == "reduce":
-            kind = self.reducer(ins)
-            if kind is None or len(x) != 2 or not self.identity_init(kind, x[1]):
-                raise _Opaque
-            axes = tuple(sorted(_list(ins.attr("dimensions"))))
-            if not axes:
-                return x[0]
-            return self.add(_REDUCERS[kind][0], {"axes": axes, "keepdims": 0}, x[:1], ins)
-        if op == "reduce-window":
-            kind = self.reducer(ins)
-            if kind not in ("add", "maximum", "minimum") or len(x) != 2:
-                raise _Opaque
-            if not self.identity_init(kind, x[1]):
-                raise _Opaque
-            w = _window(ins.attr("window") or "{}", len(s.dims))
-            if any(v != 1 for v in w["lhs_dilate"] + w["rhs_dilate"]) or any(w["rhs_reversal"]):
-                raise _Opaque
-            if min(w["pad"], default=0) < 0:
-                raise _Opaque
-            p = {
-                "kind": _REDUCERS[kind][1],
-                "window": w["size"],
-                "strides": w["stride"],
-                "padding": w["pad"],
-            }
-            return self.add("reduce_window", p, x[:1], ins)
-        raise _Opaque
+        handler = HLO_IMPORTERS.get(op)
+        if handler is None:
+            raise _Opaque
+        return handler(self, ins, x, dt, by_name)
 
     def constant(self, ins: Instruction, s: ArrayShape, dt: str) -> int:
         text = (ins.payload or "").strip()
@@ -915,6 +859,249 @@ class _Importer:
         return make(ins.shape, ())
 
 
+# ------------------------------------------------------------------ opcode importers
+#: HLO opcode -> its importer ``fn(importer, ins, operands, dtype, by_name) -> node id``,
+#: registered with :func:`hlo_importer` (as ONNX operator types register theirs with
+#: :func:`tensat_py.ops.onnx_importer`). ``operands`` are the node ids of the array
+#: operands, ``dtype`` the result's; an importer raises ``_Opaque`` for a form the
+#: language does not hold exactly (the instruction then becomes an ``opaque`` node).
+#: Opcodes without an importer are opaque. ``parameter``, ``tuple``,
+#: ``get-tuple-element`` and ``call`` are the computation's structure, resolved by the
+#: importer itself.
+HLO_IMPORTERS: dict[str, Callable[..., int]] = {}
+
+
+def hlo_importer(*opcodes: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Decorator: register ``fn`` as the importer of HLO ``opcodes``.
+
+    Raises:
+        ValueError: an opcode already has an importer.
+    """
+
+    def deco(fn: Callable[..., int]) -> Callable[..., int]:
+        for op in opcodes:
+            if op in HLO_IMPORTERS:
+                raise ValueError(f"HLO opcode `{op}` has two importers")
+            HLO_IMPORTERS[op] = fn
+        return fn
+
+    return deco
+
+
+@hlo_importer("constant")
+def _import_constant(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """A scalar ``scalar`` node; an array constant a ``weight`` keeping its literal."""
+    assert isinstance(ins.shape, ArrayShape)
+    return imp.constant(ins, ins.shape, dt)
+
+
+@hlo_importer(*_BINARY)
+def _import_binary(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """``add subtract multiply divide power maximum minimum``: the tensor dialect's."""
+    return imp.add(_BINARY[ins.opcode], {}, x, ins)
+
+
+@hlo_importer(*_UNARY)
+def _import_unary(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """``exponential log sqrt rsqrt negate abs tanh logistic erf``."""
+    return imp.add(_UNARY[ins.opcode], {}, x, ins)
+
+
+@hlo_importer("compare")
+def _import_compare(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """``compare`` EQ/LT/LE/GT/GE of FLOAT or SIGNED type (others opaque)."""
+    d = ins.attr("direction")
+    if d not in _COMPARE or ins.attr("type") not in (None, "FLOAT", "SIGNED"):
+        raise _Opaque
+    return imp.add(_COMPARE[d], {}, x, ins)
+
+
+@hlo_importer("select")
+def _import_select(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    return imp.add("select", {}, x, ins)
+
+
+@hlo_importer("clamp")
+def _import_clamp(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """``clamp(lo, x, hi)`` as ``min(max(x, lo), hi)``."""
+    lo = imp.g.add_node("max", {}, [x[1], x[0]], name=ins.name)
+    return imp.add("min", {}, [lo, x[2]], ins)
+
+
+@hlo_importer("convert")
+def _import_convert(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    return imp.add("cast", {"dtype": dt}, x, ins)
+
+
+@hlo_importer("copy")
+def _import_copy(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    return x[0]
+
+
+@hlo_importer("bitcast")
+def _import_bitcast(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """Between layouts of one element type (:meth:`_Importer.bitcast`); else opaque."""
+    s = ins.shape
+    declared = by_name[ins.operands[0]].shape
+    if not isinstance(declared, ArrayShape) or not isinstance(s, ArrayShape):
+        raise _Opaque
+    if declared.etype != s.etype:
+        raise _Opaque
+    return imp.bitcast(x[0], declared, s, ins)
+
+
+@hlo_importer("reshape")
+def _import_reshape(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    assert isinstance(ins.shape, ArrayShape)
+    if imp.g.nodes[x[0]].shape == ins.shape.dims:
+        return x[0]
+    return imp.add("reshape", {"shape": ins.shape.dims}, x, ins)
+
+
+@hlo_importer("transpose")
+def _import_transpose(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    return imp.add("transpose", {"perm": _list(ins.attr("dimensions"))}, x, ins)
+
+
+@hlo_importer("broadcast")
+def _import_broadcast(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """``broadcast`` with increasing ``dimensions``: ``broadcast_in_dim``."""
+    assert isinstance(ins.shape, ArrayShape)
+    dims = _list(ins.attr("dimensions"))
+    if any(b <= c for c, b in itertools.pairwise(dims)):
+        raise _Opaque
+    return imp.add("broadcast_in_dim", {"shape": ins.shape.dims, "dims": dims}, x, ins)
+
+
+@hlo_importer("slice")
+def _import_slice(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """``slice={[start:limit:stride], ...}``: the tensor dialect's ``slice`` on every axis."""
+    text = (ins.attr("slice") or "").strip().strip("{}")
+    starts, ends, steps = [], [], []
+    for part in [p.strip().strip("[]") for p in text.split(",") if p.strip()]:
+        v = [int(t) for t in part.split(":")]
+        starts.append(v[0])
+        ends.append(v[1])
+        steps.append(v[2] if len(v) > 2 else 1)
+    axes = tuple(range(len(starts)))
+    p = {"starts": starts, "ends": ends, "axes": axes, "steps": steps}
+    return imp.add("slice", p, x, ins)
+
+
+@hlo_importer("pad")
+def _import_pad(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """``pad`` with non-negative edges, no interior padding and a constant scalar value."""
+    value = imp.scalar_value(x[1])
+    parts = (ins.attr("padding") or "").split("x")
+    lo, hi = [], []
+    for part in parts:
+        v = [int(t) for t in part.split("_")]
+        if len(v) > 2 and v[2] != 0:
+            raise _Opaque
+        lo.append(v[0])
+        hi.append(v[1])
+    if value is None or min(lo + hi, default=0) < 0 or np.isnan(value):
+        raise _Opaque
+    pads = (*lo, *hi)
+    return imp.add("pad", {"pads": pads, "mode": "constant", "value": value}, x[:1], ins)
+
+
+@hlo_importer("concatenate")
+def _import_concatenate(
+    imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any
+) -> int:
+    return imp.add("concatenate", {"dim": _list(ins.attr("dimensions"))[0]}, x, ins)
+
+
+@hlo_importer("dot")
+def _import_dot(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """``dot`` of two operands of the result's type: ``dot_general``."""
+    if any(imp.g.type_of(v).dtype != dt for v in x):
+        raise _Opaque  # mixed precision (preferred_element_type): not the language's
+    if len(x) != 2:
+        raise _Opaque
+    p = {
+        "lhs_batch": _list(ins.attr("lhs_batch_dims")),
+        "rhs_batch": _list(ins.attr("rhs_batch_dims")),
+        "lhs_contract": _list(ins.attr("lhs_contracting_dims")),
+        "rhs_contract": _list(ins.attr("rhs_contracting_dims")),
+    }
+    return imp.add("dot_general", p, x, ins)
+
+
+@hlo_importer("convolution")
+def _import_convolution(
+    imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any
+) -> int:
+    """``convolution`` with ``dim_labels``, no kernel reversal, operands of the result's
+    type: the hlo dialect's ``convolution``."""
+    if any(imp.g.type_of(v).dtype != dt for v in x):
+        raise _Opaque  # mixed precision (preferred_element_type): not the language's
+    labels = ins.attr("dim_labels")
+    if labels is None or len(x) != 2:
+        raise _Opaque
+    assert isinstance(ins.shape, ArrayShape)
+    n = len(ins.shape.dims) - 2
+    w = _window(ins.attr("window") or "{}", n)
+    if any(w["rhs_reversal"]):
+        raise _Opaque
+    p = {
+        "strides": w["stride"],
+        "padding": w["pad"],
+        "lhs_dilation": w["lhs_dilate"],
+        "rhs_dilation": w["rhs_dilate"],
+        "dim_labels": labels,
+        "feature_groups": int(ins.attr("feature_group_count") or 1),
+        "batch_groups": int(ins.attr("batch_group_count") or 1),
+    }
+    return imp.add("convolution", p, x, ins)
+
+
+@hlo_importer("iota")
+def _import_iota(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    assert isinstance(ins.shape, ArrayShape)
+    dim = int(ins.attr("iota_dimension") or 0)
+    return imp.add("iota", {"shape": ins.shape.dims, "dtype": dt, "dim": dim}, [], ins)
+
+
+@hlo_importer("reduce")
+def _import_reduce(imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any) -> int:
+    """``reduce`` by add/maximum/minimum/multiply from that operation's identity."""
+    kind = imp.reducer(ins)
+    if kind is None or len(x) != 2 or not imp.identity_init(kind, x[1]):
+        raise _Opaque
+    axes = tuple(sorted(_list(ins.attr("dimensions"))))
+    if not axes:
+        return x[0]
+    return imp.add(_REDUCERS[kind][0], {"axes": axes, "keepdims": 0}, x[:1], ins)
+
+
+@hlo_importer("reduce-window")
+def _import_reduce_window(
+    imp: _Importer, ins: Instruction, x: list[int], dt: str, by_name: Any
+) -> int:
+    """``reduce-window`` by add/maximum/minimum from the identity, without dilation,
+    reversal or negative padding: ``reduce_window``."""
+    kind = imp.reducer(ins)
+    if kind not in ("add", "maximum", "minimum") or len(x) != 2:
+        raise _Opaque
+    if not imp.identity_init(kind, x[1]):
+        raise _Opaque
+    assert isinstance(ins.shape, ArrayShape)
+    w = _window(ins.attr("window") or "{}", len(ins.shape.dims))
+    if any(v != 1 for v in w["lhs_dilate"] + w["rhs_dilate"]) or any(w["rhs_reversal"]):
+        raise _Opaque
+    if min(w["pad"], default=0) < 0:
+        raise _Opaque
+    p = {
+        "kind": _REDUCERS[kind][1],
+        "window": w["size"],
+        "strides": w["stride"],
+        "padding": w["pad"],
+    }
+    return imp.add("reduce_window", p, x[:1], ins)
+
+
 def _graph_shape(g: Graph, v: Tree, declared: Shape) -> Shape:
     """The HLO shape of a translated operand (layouts dropped)."""
     if isinstance(v, list):
@@ -952,12 +1139,25 @@ class HloWriter:
         self._consts: dict[tuple[str, str], str] = {}
 
     def fresh(self, stem: str) -> str:
-        """A new instruction name ``stem.N``."""
+        """A new instruction name ``stem.N`` (characters HLO names lack in ``stem``, as
+        in ONNX names like ``a/b:0``, become ``_``)."""
+        stem = _NAME_BAD.sub("_", stem)
+        if not stem or not (stem[0].isalpha() or stem[0] == "_"):
+            stem = "_" + stem
         while True:
             name = f"{stem}.{next(self.counter)}"
             if name not in self.reserved:
                 self.reserved.add(name)
                 return name
+
+    def name_for(self, stem: str) -> str:
+        """``stem`` itself when it is a valid HLO name not taken yet, else :meth:`fresh`."""
+        if _NAME_BAD.search(stem) or not stem or not (stem[0].isalpha() or stem[0] == "_"):
+            return self.fresh(stem)
+        if stem in self.reserved:
+            return self.fresh(stem)
+        self.reserved.add(stem)
+        return stem
 
     def shape(self, ty: TensorType) -> ArrayShape:
         """The HLO array shape of ``ty``."""
@@ -1011,6 +1211,27 @@ class HloWriter:
             )
         return self._consts[key]
 
+    def literal(self, value: Any, dtype: str, name: str | None = None) -> str:
+        """An array ``constant`` holding every element of ``value`` (converted to
+        ``dtype``), written by :func:`literal_text`; returns its name."""
+        arr = _as_dtype(value, dtype)
+        return self.emit(
+            "constant",
+            TensorType(tuple(arr.shape), dtype),
+            [],
+            payload=literal_text(arr, dtype),
+            name=name or self.fresh("constant"),
+        )
+
+    def tuple(self, names: Sequence[str], types: Sequence[TensorType]) -> str:
+        """A ``tuple`` of ``names`` (of ``types``); returns its name."""
+        shape = TupleShape(tuple(self.shape(t) for t in types))
+        return self.emit("tuple", shape, list(names))
+
+    def get_tuple_element(self, name: str, types: Sequence[TensorType], k: int) -> str:
+        """Element ``k`` of the tuple ``name`` (of element ``types``)."""
+        return self.emit("get-tuple-element", self.shape(types[k]), [name], [("index", str(k))])
+
     def reducer(self, opcode: str, dtype: str) -> str:
         """Name of a computation ``(a, b) -> opcode(a, b)`` on ``dtype`` scalars."""
         key = (opcode, dtype)
@@ -1058,16 +1279,101 @@ class HloExportError(ValueError):
     """A graph that cannot be written as HLO (an operator without ``to_hlo``)."""
 
 
-def to_module(graph: Graph) -> Module:
+def weight_values(graph: Graph) -> dict[str, np.ndarray]:
+    """The values the graph's front end holds for its weights (an ONNX model's
+    initializers: ``graph.meta["onnx"]``), by weight name; empty when none."""
+    src = graph.meta.get("onnx")
+    fn = getattr(src, "weight_values", None)
+    return dict(fn(graph)) if fn is not None else {}
+
+
+def _weight_plan(
+    graph: Graph,
+    values: Mapping[str, Any],
+    literal_limit: int | None,
+    *,
+    texts: bool = True,
+) -> tuple[dict[int, str], list[int]]:
+    """``({weight id: literal text}, [weight ids written as parameters])`` for the live
+    weights of ``graph`` (see :data:`LITERAL_LIMIT`); the parameters sorted by name.
+    ``texts=False``: the literals are left empty (only the parameters are wanted)."""
+    src: HloSource | None = graph.meta.get("hlo")
+    live = graph.live()
+    literals: dict[int, str] = {}
+    params: list[int] = []
+    for nid in graph.weights():
+        if not live[nid]:
+            continue
+        node = graph.nodes[nid]
+        known = src.constants.get(node.name) if src is not None else None
+        if known is not None:
+            literals[nid] = known[0]
+            continue
+        t = graph.type_of(nid)
+        v = values.get(node.name)
+        size = int(np.prod(t.shape)) if t.shape else 1
+        if v is not None and (literal_limit is None or size <= literal_limit):
+            arr = np.asarray(v)
+            if tuple(arr.shape) != tuple(t.shape):
+                raise HloExportError(
+                    f"weight `{node.name}`: its value has shape {list(arr.shape)}, "
+                    f"the graph says {list(t.shape)}"
+                )
+            literals[nid] = literal_text(arr, t.dtype) if texts else ""
+        else:
+            params.append(nid)
+    params.sort(key=lambda i: graph.nodes[i].name)
+    return literals, params
+
+
+def entry_leaves(
+    graph: Graph,
+    *,
+    weights: Mapping[str, Any] | None = None,
+    literal_limit: int | None = LITERAL_LIMIT,
+) -> list[str]:
+    """The graph leaf each array parameter leaf of ``graph``'s module holds, in order
+    (tuple parameters flattened, as :func:`~tensat_py.frontends.hlo.random_args` and
+    XLA's runner take them): input names (``param.0`` ... for an HLO source's tuple
+    parameters), then the weights written as parameters (:data:`LITERAL_LIMIT`).
+    Arguments as for :func:`to_module`."""
+    src: HloSource | None = graph.meta.get("hlo")
+    names: list[str] = []
+    if src is not None:
+        for pname, shape, leaves in src.params:
+            for path, _ in leaf_shapes(shape):
+                names.append(leaves.get(path, pname + "".join(f".{i}" for i in path)))
+    else:
+        names = [graph.nodes[i].name for i in graph.inputs()]
+    values = weight_values(graph) if weights is None else weights
+    _, params = _weight_plan(graph, values, literal_limit, texts=False)
+    return names + [graph.nodes[i].name for i in params]
+
+
+def to_module(
+    graph: Graph,
+    *,
+    weights: Mapping[str, Any] | None = None,
+    literal_limit: int | None = LITERAL_LIMIT,
+) -> Module:
     """The HLO module computing ``graph`` (see the module docstring).
 
+    Weights print as ``constant`` literals holding their values (an HLO source's array
+    constants as they were; ``weights``, else :func:`weight_values`, for the others) when
+    they have at most ``literal_limit`` elements (None: any size), else, and when their
+    values are unknown, as entry parameters after the inputs, sorted by name
+    (:data:`LITERAL_LIMIT`, :func:`entry_leaves`).
+
     Raises:
-        HloExportError: an operator without an HLO form, a weight without a literal, an
-            input that is no parameter of the source module.
+        HloExportError: an operator whose HLO form cannot write its parameters (one
+            line naming the operator and node), an input that is no parameter of the
+            source module.
     """
     src: HloSource | None = graph.meta.get("hlo")
     if src is not None and src.module is not None and graph.to_flat() == src.program:
         return src.module
+    values = weight_values(graph) if weights is None else weights
+    literals, weight_params = _weight_plan(graph, values, literal_limit)
     comps = src.computations if src is not None else {}
     w = HloWriter(set(comps) | {p[0] for p in (src.params if src else [])})
     live = graph.live()
@@ -1101,6 +1407,15 @@ def to_module(graph: Graph) -> Module:
                 payload=str(k),
                 name=w.fresh(graph.nodes[nid].name),
             )
+    first = len(src.params) if src is not None else len(graph.inputs())
+    for k, nid in enumerate(weight_params):
+        names[nid] = w.emit(
+            "parameter",
+            graph.type_of(nid),
+            [],
+            payload=str(first + k),
+            name=w.name_for(graph.nodes[nid].name),
+        )
     groups: dict[str, str] = {}
     used_comps: list[str] = []
     for nid, node in enumerate(graph.nodes):
@@ -1110,12 +1425,8 @@ def to_module(graph: Graph) -> Module:
         if node.op == "input":
             raise HloExportError(f"input `{node.name}` is not a parameter of the source module")
         if node.op == "weight":
-            known = src.constants.get(node.name) if src else None
-            if known is None:  # `constant({...})` is no literal XLA reads
-                raise HloExportError(f"weight `{node.name}` has no HLO literal (its values)")
-            lit = known[0]
             names[nid] = w.emit(
-                "constant", graph.type_of(nid), [], payload=lit, name=w.fresh(node.name)
+                "constant", graph.type_of(nid), [], payload=literals[nid], name=w.fresh(node.name)
             )
             continue
         if node.op == OPAQUE:
@@ -1151,7 +1462,15 @@ def to_module(graph: Graph) -> Module:
         if opdef.to_hlo is None:
             raise HloExportError(f"operator `{node.op}` (node `{node.name}`) has no HLO form")
         ctx = node_context(node, graph)
-        names[nid] = opdef.to_hlo(w, ctx, ins_names)
+        try:
+            names[nid] = opdef.to_hlo(w, ctx, ins_names)
+        except HloExportError:
+            raise
+        except (ValueError, KeyError, TypeError) as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise HloExportError(
+                f"operator `{node.op}` (node `{node.name}`) has no HLO form here: {msg}"
+            ) from None
     # Root.
     structure = (
         src.root

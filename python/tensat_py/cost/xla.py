@@ -1,0 +1,1022 @@
+"""The ``xla`` cost model: a program priced as XLA's CPU backend runs it.
+
+XLA does not run a program operator by operator. Its fusion passes
+(https://openxla.org/xla/ : operation semantics, and the CPU backend's instruction
+fusion) merge chains of elementwise operators, broadcasts, reshapes, transposes, slices
+and the producers of a reduction into one *loop fusion*: one loop over the output that
+reads its operands from memory once and writes its result once. Dots and convolutions
+are not fused into loops; they are library calls whose operands and result live in
+memory (this jaxlib's optimised modules often hold a dot in a ``kCustom`` "ynn" fusion
+with its neighbouring elementwise work). The price of a chain of elementwise operators
+is therefore one pass over its data plus each operator's arithmetic, not one pass per
+operator; "Mind the Abstraction Gap" (OOPSLA 2025) makes the case that a
+superoptimiser's cost model must price the program the compiler will actually run.
+Everything here is measured on this machine through jaxlib
+(:mod:`tensat_py.runtime.xla_exec` compiles the HLO text with XLA's full CPU pipeline).
+
+Extraction adds per-e-node costs (the ILP is additive), so the model is written per
+operator application (:class:`~tensat_py.cost.base.CostContext`), reading the operator's
+declared :attr:`~tensat_py.ops.OpDef.fusion` and its operands' producers:
+
+* ``library`` operators (``dot_general``, ``convolution``, and TASO's ``matmul`` and
+  ``conv2d``, which lower to them) and ``none`` operators (a kernel of their own:
+  ``gather``, ``resize``, ...) cost what a one-operator HLO module of their signature
+  (operator, parameters, operand and output types) takes, less the call overhead of an
+  empty module (:data:`OVERHEAD_SIGNATURE`). A TASO activation carried in ``act`` is a
+  loop fusion of its own after the library call: its arithmetic, one pass over the
+  output, one kernel dispatch.
+* ``elementwise`` operators cost their arithmetic: ``n_out x c(kernel, dtype)``, where
+  ``c`` is the seconds per element measured once per kernel and dtype *inside a fused
+  chain*: a module of 1 and of ``1 + chain`` copies of the operator over ``elements``
+  elements, the slope in the copy count (a unary operator is chained as ``op(y) + s``,
+  less the slope of ``add``). ``ewadd`` and ``add`` share a kernel (``OpDef.kernel``),
+  so they share ``c``.
+* ``broadcast`` and ``reshape`` operators (index arithmetic inside a fusion) cost
+  ``n_out x c(add, dtype)``; TASO's ``reshape`` and ``split`` launch nothing and cost 0.
+* ``reduce`` operators (a loop fusion root: its producers fuse in, its output is
+  written) cost the reducer's arithmetic per element read, plus the write of their output
+  and one kernel dispatch; ``softmax`` and ``layer_norm`` (three fusions in XLA: two
+  reductions and the normalisation) read their input three times.
+* **The memory pass** of a fusion region is charged at its *entry*: a fusible operator
+  one of whose non-constant operands, as large as its output, is *materialised* (a
+  program input, or the output of a library, ``none`` or ``reduce`` operator, read from
+  memory; in an e-graph, any such producer in the operand's class counts) pays the read
+  of its materialised operands (weights and smaller operands, broadcast into the region,
+  included), the write of its own output (for a broadcast: nothing, its output is never
+  written) and one kernel dispatch. A pass of ``B`` bytes costs what a one-``add`` fusion moving
+  ``B`` bytes takes (measured per power-of-two size, interpolated between, less the call
+  overhead: :meth:`XlaCostModel.pass_seconds`); the dispatch is the slope of a chain of
+  one-element reductions (:data:`DISPATCH_SIGNATURE`).
+
+Approximations (per-node additivity forbids better): a region is charged one write per
+entry operator, though it writes once (a region with two entries pays two writes, one
+entered only through broadcasts pays none); a fusible producer read by several
+consumers is charged once, though XLA duplicates it into each consumer's fusion; a
+program output is written where its region is entered, not at the output; an
+elementwise operator whose chain cannot be built (a comparison, ``select``, ``cast``,
+``batchnorm``) costs ``c(add)`` per declared FLOP per element; transposes in a fusion
+cost ``c(add)`` per element, not their strided reads.
+
+Whole programs (:meth:`XlaCostModel.graph_cost`, ``programs=True``): the program's HLO
+text is compiled by XLA and each instruction of the optimised entry computation (a
+fusion, a convolution, a copy) is run alone as a module of its own
+(:func:`region_module`) and summed, so the input's and the candidate's prices, which
+decide whether the candidate is kept, are those of the programs XLA runs (its algebraic
+simplifier, CSE and fusions included), while extraction is guided by the per-e-node
+prices above.
+
+Measurements live in the profile cache (:mod:`tensat_py.cost.database`) under a device
+fingerprint whose runtime is ``"xla-cpu"`` with the jax and jaxlib versions, so they
+never mix with ``profile``'s onnxruntime figures. Each measurement: ``warmup`` untimed
+runs, then ``min_reps`` to ``max_reps`` timed runs for about ``target_seconds``; the
+lower quartile is the figure (:func:`tensat_py.cost.profile.time_callable`). A signature
+missing at optimisation time is measured then and stored, until the model's measuring
+deadline (:meth:`XlaCostModel.measure_until`; :func:`tensat_py.optimize` gives it part of
+its time limit); past it, a missing figure is estimated with the roofline ``cpu`` preset
+(:attr:`XlaCostModel.estimated` counts them). ``tensat profile --runtime xla MODEL``
+fills the cache ahead of time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensat_py import ops
+from tensat_py.cost.base import SHARED, OpCostModel, operand_flags
+from tensat_py.cost.database import ProfileDatabase, Record
+from tensat_py.cost.profile import (
+    Measurement,
+    _cpu_model,
+    _mask,
+    _positive,
+    _version,
+    fingerprint,
+    one_op_graph,
+    signature,
+    time_callable,
+)
+from tensat_py.graph import Graph, TensorType
+
+__all__ = [
+    "RUNTIME",
+    "PROTOCOL",
+    "OVERHEAD_SIGNATURE",
+    "DISPATCH_SIGNATURE",
+    "XlaBackend",
+    "XlaCostModel",
+    "pass_signature",
+    "kernel_signature",
+    "region_module",
+    "region_signature",
+    "chain_graph",
+    "materialised",
+    "ELEMENTS",
+    "CHAIN",
+    "TIMING",
+    "MAX_PASS_ELEMENTS",
+]
+
+#: The runtime named in the device fingerprint (never mixed with ``onnxruntime``'s).
+RUNTIME = "xla-cpu"
+#: Bump when the measuring protocol changes (part of the fingerprint).
+PROTOCOL = 1
+#: Signature of the call overhead: an ``add`` of one float32 element run alone (seconds).
+OVERHEAD_SIGNATURE = '{"calibration":"xla call overhead"}'
+#: Signature of the per-kernel dispatch inside a program: the slope of a chain of
+#: reductions over 4 elements (seconds per kernel).
+DISPATCH_SIGNATURE = '{"calibration":"xla kernel dispatch"}'
+#: Largest pass measured (float32 elements of the one-``add`` fusion); larger passes are
+#: extrapolated linearly from it.
+MAX_PASS_ELEMENTS = 1 << 25
+#: Seconds one region measurement is expected to take (compile and time), to decide
+#: whether a program's regions can be measured before the deadline.
+REGION_SECONDS = 0.15
+#: Seconds of the roofline ``cpu`` preset, for figures past the measuring deadline.
+_PEAK_FLOPS, _BANDWIDTH = 1.8e11, 18e9
+#: Per input element of the composite reductions: the kernels each element goes through
+#: and the passes XLA makes over the input (two reductions, then the normalisation).
+_COMPOSITE: dict[str, tuple[tuple[str, ...], int]] = {
+    "softmax": (("max", "sub", "exp", "add", "div"), 3),
+    "layer_norm": (("add", "sub", "mul", "add", "mul", "mul", "add"), 3),
+}
+#: Reducer kernel of each reduction.
+_REDUCER = {
+    "reduce_sum": "add",
+    "reduce_mean": "add",
+    "reduce_max": "max",
+    "reduce_min": "min",
+    "reduce_prod": "mul",
+    "global_avg_pool": "add",
+    "poolmax": "max",
+    "poolavg": "add",
+}
+#: Default elements of the fused chains that measure a kernel's seconds per element.
+ELEMENTS = 1 << 16
+#: Default extra copies in the longer chain.
+CHAIN = 8
+#: Default timing of each measurement (:func:`tensat_py.cost.profile.time_callable`).
+TIMING: dict[str, Any] = {"warmup": 2, "min_reps": 7, "max_reps": 200, "target_seconds": 0.03}
+#: TASO activation code -> its operator.
+_ACT_OPS = {1: "sigmoid", 2: "relu", 3: "tanh"}
+
+
+def pass_signature(elements: int) -> str:
+    """Cache signature of the memory pass over ``elements`` float32 elements."""
+    return json.dumps({"calibration": "xla pass", "elements": int(elements)}, sort_keys=True)
+
+
+def kernel_signature(
+    kernel: str, dtype: str, params: Mapping[str, Any], elements: int, chain: int
+) -> str:
+    """Cache signature of kernel ``kernel``'s seconds per element in a fused chain (its
+    parameters, dtype and the chain's size are part of it)."""
+    doc = {
+        "calibration": "xla elementwise",
+        "kernel": kernel,
+        "dtype": dtype,
+        "params": {k: _plain(params[k]) for k in sorted(params)},
+        "elements": int(elements),
+        "chain": int(chain),
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, tuple | list):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _numel(t: Any) -> int:
+    return math.prod(t.shape) if isinstance(t, TensorType) else sum(math.prod(p.shape) for p in t)
+
+
+def _nbytes(t: Any) -> int:
+    if isinstance(t, TensorType):
+        return math.prod(t.shape) * t.itemsize
+    return sum(_nbytes(p) for p in t)
+
+
+def materialised(labels: frozenset[str] | set[str], constant: bool = False) -> bool:
+    """Whether an operand with producer ``labels`` (:attr:`CostContext.producers`) is read
+    from memory by a fusion: it is constant, its producers are unknown, or one of them is
+    a program input or weight, a view of a buffer (an operator that launches no kernel,
+    e.g. TASO's ``reshape``), or a ``library``, ``none`` or ``reduce`` operator.
+
+    >>> materialised({"input"}), materialised({"exp"}), materialised({"dot_general"})
+    (True, False, True)
+    """
+    if constant or not labels:
+        return True
+    for lab in labels:
+        if lab == SHARED:
+            continue
+        op = lab.split("<", 1)[0].split("+", 1)[0]
+        try:
+            d = ops.get(op)
+        except KeyError:
+            return True
+        if d.fusion in ("library", "none", "reduce") or not d.launches_kernel:
+            return True
+    return False
+
+
+# ============================================================================ backend
+class XlaBackend:
+    """Times HLO modules on XLA's CPU backend through jaxlib.
+
+    Args:
+        warmup, min_reps, max_reps, target_seconds: see
+            :func:`tensat_py.cost.profile.time_callable`.
+    """
+
+    name = RUNTIME
+
+    def __init__(
+        self,
+        *,
+        warmup: int = 2,
+        min_reps: int = 7,
+        max_reps: int = 200,
+        target_seconds: float = 0.03,
+    ) -> None:
+        self.timing = {
+            "warmup": warmup,
+            "min_reps": min_reps,
+            "max_reps": max_reps,
+            "target_seconds": target_seconds,
+        }
+
+    def info(self) -> dict[str, Any]:
+        """The device description the fingerprint hashes: the runtime (``xla-cpu``), CPU,
+        cores, jax and jaxlib versions, protocol."""
+        return {
+            "backend": RUNTIME,
+            "runtime": RUNTIME,
+            "cpu": _cpu_model(),
+            "cores": os.cpu_count(),
+            "jax": _version("jax"),
+            "jaxlib": _version("jaxlib"),
+            "tensat_py": _version("tensat-py"),
+            "protocol": PROTOCOL,
+        }
+
+    def time_module(self, text: str, args: Sequence[np.ndarray]) -> Measurement:
+        """Compile HLO ``text`` (cached by text) and time its execution on ``args`` (put on
+        the device once: no copies are timed), each run waiting for its results.
+
+        Raises:
+            ValueError: XLA rejected the module or failed to run it (its message follows).
+        """
+        import jax
+
+        from tensat_py.runtime import xla_exec
+
+        try:
+            exe = xla_exec.compile_text(text)
+        except xla_exec.XlaError as e:
+            raise ValueError(f"xla: XLA rejected the module: {e}") from None
+        dev = jax.devices("cpu")[0]
+        bufs = [jax.device_put(np.asarray(a), dev) for a in args]
+
+        def call() -> None:
+            for out in exe.execute_sharded(bufs).disassemble_into_single_device_arrays():
+                out[0].block_until_ready()
+
+        try:
+            call()
+        except Exception as e:  # jaxlib's runtime errors
+            raise ValueError(f"xla: the module failed to run: {e}") from None
+        return time_callable(call, **self.timing)
+
+    def time_graph(self, graph: Graph) -> Measurement:
+        """:meth:`time_module` of ``graph``'s HLO text (every leaf an input: positive random
+        values, booleans in runs).
+
+        Raises:
+            ValueError: an operator without an HLO form, or XLA rejected the module.
+        """
+        from tensat_py.frontends.hlo import dumps
+
+        try:
+            text = dumps(graph)
+        except Exception as e:  # the HLO writer's errors: an operator without to_hlo...
+            raise ValueError(f"xla: no HLO form: {type(e).__name__}: {e}") from None
+        rng = np.random.default_rng(0)
+        args = [_positive(rng, graph.nodes[i].type) for i in graph.inputs()]
+        return self.time_module(text, args)
+
+
+# ============================================================================ modules
+def _scalars(g: Graph, dtype: str) -> list[int]:
+    return [g.add_input("s0", (), dtype), g.add_input("s1", (), dtype)]
+
+
+def chain_graph(op: str, params: Mapping[str, Any], dtype: str, n: int, k: int) -> Graph:
+    """``k`` copies of ``op`` chained over ``n`` elements of ``dtype``: ``y = op(y, s)``
+    for a binary operator (``s`` two scalars taken in turn, broadcast), ``y = op(y) + s``
+    for a unary one.
+
+    Raises:
+        ValueError: ``op`` does not chain so (another arity, a dtype-changing operator).
+    """
+    g = Graph()
+    y = g.add_input("x", (n,), dtype)
+    s = _scalars(g, dtype)
+    arity = _arity(op)
+    if arity not in (1, 2):
+        raise ValueError(f"xla: `{op}` has {arity} operands; it does not chain")
+    for i in range(k):
+        if arity == 2:
+            y = g.add_node(op, dict(params), [y, s[i % 2]])
+        else:
+            y = g.add_node("add", {}, [g.add_node(op, dict(params), [y]), s[i % 2]])
+        t = g.nodes[y].type
+        if not isinstance(t, TensorType) or t.shape != (n,) or t.dtype != dtype:
+            raise ValueError(f"xla: `{op}` changes its operand's type; it does not chain")
+    g.outputs = [y]
+    return g
+
+
+def _arity(op: str) -> int:
+    """How many tensor operands ``op`` takes (its Rust declaration).
+
+    Raises:
+        KeyError: ``op`` is not declared.
+    """
+    from tensat_py import _core
+
+    return sum(1 for _, kind in _core.signatures()[op] if kind in ("tensor", "pair"))
+
+
+def _dispatch_graph(k: int) -> Graph:
+    """``k`` reductions over 4 float32 elements, each added back: ``k`` kernels."""
+    g = Graph()
+    y = g.add_input("x", (4,), "float32")
+    for _ in range(k):
+        r = g.add_node("reduce_sum", {"axes": (0,), "keepdims": 1}, [y])
+        y = g.add_node("add", {}, [y, r])
+    g.outputs = [y]
+    return g
+
+
+def _pass_graph(n: int) -> Graph:
+    """One ``add`` of a scalar over ``n`` float32 elements: reads ``4n`` bytes, writes
+    ``4n``."""
+    g = Graph()
+    x = g.add_input("x", (n,), "float32")
+    g.outputs = [g.add_node("add", {}, [x, _scalars(g, "float32")[0]])]
+    return g
+
+
+def _plain_context(ctx: ops.OpContext) -> ops.OpContext:
+    """``ctx`` with every operand non-constant (XLA runs the module on parameters either
+    way) and its ``act`` dropped: what a library signature is measured as."""
+    params = dict(ctx.params)
+    if params.get("act"):
+        params["act"] = 0
+    return ops.OpContext(
+        op=ctx.op,
+        params=params,
+        inputs=list(ctx.inputs),
+        output=ctx.output,
+        graph=ctx.graph,
+        name=ctx.name,
+    )
+
+
+# ============================================================================ regions
+#: Entry instructions of an optimised module that run no kernel.
+_FREE_OPCODES = frozenset(
+    {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all"}
+)
+#: Attributes of an instruction that name a computation it calls.
+_CALLS = ("calls", "to_apply", "body", "condition", "branch_computations")
+
+
+def region_module(module: Any, ins: Any) -> str:
+    """HLO text of a module that runs instruction ``ins`` of ``module``'s entry alone:
+    its operands become parameters (their shapes and layouts kept), and the computations
+    it calls (a fusion's body, a reducer) come along. A fusion is run as its body, so XLA
+    compiles it into the same fusion again.
+
+    Raises:
+        ValueError: an operand of a tuple shape (names the instruction).
+    """
+    from tensat_py.frontends.hlo.ir import (
+        ArrayShape,
+        Computation,
+        Instruction,
+        Module,
+        print_module,
+    )
+
+    by = module.entry.by_name()
+    comps = {c.name: c for c in module.computations}
+    if ins.opcode == "fusion":
+        body = comps[str(ins.attr("calls")).lstrip("%")]
+        entry = dataclasses.replace(body, name="region", entry=True)
+    else:
+        params = []
+        names: dict[str, str] = {}
+        for o in ins.operands:
+            if o in names:
+                continue
+            shape = by[o].shape
+            if not isinstance(shape, ArrayShape):
+                raise ValueError(f"xla: `{ins.name}` reads a tuple; it does not run alone")
+            k = len(params)
+            names[o] = f"p{k}"
+            params.append(Instruction(f"p{k}", shape, "parameter", [], payload=str(k)))
+        root = dataclasses.replace(
+            ins, operands=[names[o] for o in ins.operands], root=True, name="r"
+        )
+        entry = Computation("region", [*params, root], entry=True)
+    called: list[str] = []
+
+    def visit(comp: Any) -> None:
+        for i in comp.instructions:
+            for key, value in i.attrs:
+                if key in _CALLS:
+                    for name in value.strip("{}").split(","):
+                        name = name.strip().lstrip("%")
+                        if name and name not in called:
+                            called.append(name)
+                            visit(comps[name])
+
+    visit(entry)
+    return print_module(Module("region", [*(comps[n] for n in called), entry]))
+
+
+def region_signature(text: str) -> tuple[str, str]:
+    """The cache signature of a region module (its text without metadata and with its
+    names numbered in order of appearance, hashed) and that normal text."""
+    import hashlib
+    import re
+
+    body = re.sub(r",\s*metadata=\{[^{}]*\}", "", text)
+    body = re.sub(r",\s*frontend_attributes=\{[^{}]*\}", "", body)
+    names: dict[str, str] = {}
+
+    def rename(m: Any) -> str:
+        return names.setdefault(m.group(0), f"%n{len(names)}")
+
+    body = re.sub(r"%[\w.\-]+", rename, body)
+    digest = hashlib.sha256(body.encode()).hexdigest()[:24]
+    sig = json.dumps({"calibration": "xla region", "hash": digest}, sort_keys=True)
+    return sig, body
+
+
+# ============================================================================ model
+@dataclass(frozen=True)
+class _Job:
+    """One missing measurement: its cache signature, the record's operator name, and
+    how to take it (returns the figure to store as ``low``, seconds)."""
+
+    signature: str
+    op: str
+    run: Callable[[], Measurement]
+
+
+class XlaCostModel(OpCostModel):
+    """Seconds of each operator application as XLA's CPU backend runs it inside a whole
+    program (see the module docstring for the model, its assumptions and sources).
+
+    Args:
+        device: ``"cpu"`` (this machine's CPU: the only device XLA runs on here).
+        db: the profile cache (a :class:`~tensat_py.cost.database.ProfileDatabase` or its
+            path); default the user's.
+        progress: ``progress(done, total, what)`` after each new measurement.
+        elements: elements of the fused chains that measure a kernel's seconds per
+            element (default :data:`ELEMENTS`, 65,536).
+        chain: extra copies in the longer chain (default :data:`CHAIN`, 8).
+        programs: price a whole program (:meth:`graph_cost`) as XLA compiles it, region
+            by region (:meth:`program_seconds`), rather than as the sum of its
+            operators' prices (default True).
+        timing: ``warmup``, ``min_reps``, ``max_reps``, ``target_seconds`` of each
+            measurement (:func:`tensat_py.cost.profile.time_callable`; defaults
+            :data:`TIMING`).
+
+    Raises:
+        ValueError: a device other than ``"cpu"``; ``elements`` or ``chain`` below 1; an
+            unknown timing option.
+    """
+
+    name = "xla"
+    needs_producers = True
+
+    def __init__(
+        self,
+        device: str = "cpu",
+        *,
+        db: ProfileDatabase | str | os.PathLike[str] | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+        elements: int | None = None,
+        chain: int | None = None,
+        programs: bool = True,
+        **timing: Any,
+    ) -> None:
+        if str(device).lower() != "cpu":
+            from tensat_py.options import spell
+
+            raise ValueError(
+                f"xla: prices XLA's CPU backend on this machine; device '{device}' is not "
+                f"it (pass {spell('device', 'cpu')})"
+            )
+        elements = ELEMENTS if elements is None else int(elements)
+        chain = CHAIN if chain is None else int(chain)
+        if elements < 1 or chain < 1:
+            raise ValueError(f"xla: elements and chain must be at least 1, got {elements}, {chain}")
+        unknown = set(timing) - set(TIMING)
+        if unknown:
+            raise ValueError(
+                f"xla: unknown timing option(s) {sorted(unknown)}; known: {list(TIMING)}"
+            )
+        self.device = "cpu"
+        self.elements, self.chain = elements, chain
+        self.backend = XlaBackend(**{**TIMING, **timing})
+        self.db = db if isinstance(db, ProfileDatabase) else ProfileDatabase(db)
+        self.info = self.backend.info()
+        self.fingerprint = fingerprint(self.info)
+        self.db.register_device(self.fingerprint, self.info)
+        self.progress = progress
+        self.programs = programs
+        self.cold_weights = False  # `tensat profile` asks; weights are parameters here
+        self._raw: dict[str, float] = {}  # signature -> cached low (seconds)
+        self._unchainable: set[str] = set()
+        self._chains: dict[tuple[str, str, str], bool] = {}
+        self._failed: dict[str, str] = {}  # signature -> why it could not be measured
+        self._deadline: float | None = None
+        self._whole: bool | None = None  # programs priced whole in this optimisation
+        self.measured = 0  # new measurements made by this object
+        self.estimated = 0  # figures estimated past the measuring deadline
+
+    def __repr__(self) -> str:
+        return f"XlaCostModel(device='cpu', fingerprint={self.fingerprint!r})"
+
+    # ------------------------------------------------------------------ programs
+    def graph_cost(self, graph: Graph) -> float:
+        """Seconds of ``graph`` as XLA runs it (:meth:`program_seconds` of its HLO text),
+        when :attr:`programs` is on and the graph has an HLO form; otherwise the sum of
+        its operators' prices (:meth:`cost`).
+
+        Raises:
+            ValueError: an operator without a declaration (names it).
+        """
+        if self.programs and self._whole is not False:
+            try:
+                from tensat_py.frontends.hlo import dumps
+
+                text = dumps(graph)
+            except Exception:  # an operator without an HLO form: priced node by node
+                text = None
+            if text is not None:
+                try:
+                    cost = self.program_seconds(text, first=self._whole is None)
+                    self._whole = True
+                    return cost
+                except ValueError:
+                    pass
+            self._whole = False  # one program priced node by node: every program is
+        return super().graph_cost(graph)
+
+    def program_seconds(self, text: str, first: bool = False) -> float:
+        """Seconds of the HLO module ``text`` as XLA's CPU backend runs it: compiled with
+        XLA's full pipeline, each instruction of the optimised entry computation (a loop
+        or library fusion, a convolution, a copy...) measured alone as a module of its
+        own (:func:`region_module`; identical regions measured once, cached), less the
+        call overhead, plus one kernel dispatch; parameters, constants, tuples and
+        bitcasts cost nothing.
+
+        The regions missing from the cache are measured past the measuring deadline too
+        (the decision needs whole programs), except for the ``first`` program priced
+        after :meth:`measure_until` (the input): when measuring its missing regions, at
+        about :data:`REGION_SECONDS` each, would overrun the deadline, it raises and
+        :meth:`graph_cost` prices every program of that optimisation node by node.
+
+        Raises:
+            ValueError: XLA rejected the module, a region could not run alone, or (with
+                ``first``) too many regions to measure before the deadline.
+        """
+        from tensat_py.frontends.hlo.parser import parse_module
+        from tensat_py.runtime import xla_exec
+
+        try:
+            exe = xla_exec.compile_text(text)
+            optimised = parse_module(exe.hlo_modules()[0].to_string())
+        except Exception as e:  # XlaError, or a printed module our parser does not read
+            raise ValueError(f"xla: cannot compile the program: {e}") from None
+        jobs = []
+        for ins in optimised.entry.instructions:
+            if ins.opcode not in _FREE_OPCODES:
+                region = region_module(optimised, ins)
+                sig, _ = region_signature(region)
+                jobs.append(_Job(sig, f"xla:{ins.opcode}", lambda r=region: self._time_region(r)))
+        self._fetch([j.signature for j in jobs])
+        missing = len({j.signature for j in jobs if j.signature not in self._raw})
+        if first and self._deadline is not None and missing:
+            if time.monotonic() + missing * REGION_SECONDS > self._deadline:
+                raise ValueError(f"xla: {missing} regions to measure before the deadline")
+        overhead, dispatch = self.overhead(), self.dispatch()
+        total = 0.0
+        for job in jobs:
+            t = self._take(job, ignore_deadline=True)
+            assert t is not None
+            total += max(t - overhead, 0.0) + dispatch
+        return total
+
+    def _time_region(self, region: str) -> Measurement:
+        from tensat_py.frontends.hlo.parser import parse_module
+        from tensat_py.runtime.xla_exec import np_dtype
+
+        rng = np.random.default_rng(0)
+        args = []
+        for p in parse_module(region).entry.parameters():
+            shape = p.shape
+            if not hasattr(shape, "etype"):
+                raise ValueError("xla: a region with a tuple parameter")
+            dt = np.dtype(np_dtype(shape.etype))
+            if dt == np.bool_:
+                args.append(_mask(shape.dims))
+            elif dt.kind in "iu":
+                args.append(rng.integers(0, 2, shape.dims).astype(dt))
+            else:
+                args.append(rng.uniform(0.5, 1.5, shape.dims).astype(dt))
+        return self.backend.time_module(region, args)
+
+    def measure_until(self, deadline: float | None) -> None:
+        """Measure missing figures only until ``time.monotonic()`` reaches ``deadline``
+        (None: no limit); past it, missing figures are estimated (:attr:`estimated`).
+        Starts a new optimisation: the next program priced decides whether programs are
+        priced whole (:meth:`program_seconds`)."""
+        self._deadline = deadline
+        self._whole = None
+
+    # ------------------------------------------------------------------ figures
+    def _fetch(self, sigs: Sequence[str]) -> None:
+        want = [s for s in dict.fromkeys(sigs) if s not in self._raw]
+        if want:
+            for s, r in self.db.get(self.fingerprint, want).items():
+                self._raw[s] = r.low
+
+    def _may_measure(self) -> bool:
+        return self._deadline is None or time.monotonic() < self._deadline
+
+    def _take(
+        self, job: _Job, done: int = 0, total: int = 0, ignore_deadline: bool = False
+    ) -> float | None:
+        """The figure of ``job``: cached, else measured and stored (None past the
+        deadline, unless ``ignore_deadline``)."""
+        if job.signature in self._raw:
+            return self._raw[job.signature]
+        self._fetch([job.signature])
+        if job.signature in self._raw:
+            return self._raw[job.signature]
+        if job.signature in self._failed:
+            raise ValueError(self._failed[job.signature])
+        if not (ignore_deadline or self._may_measure()):
+            return None
+        try:
+            m = job.run()
+        except ValueError as e:  # remembered: not tried again by this object
+            self._failed[job.signature] = str(e)
+            raise
+        self.db.put(
+            self.fingerprint, [Record(job.signature, job.op, m.median, m.spread, m.reps, m.low)]
+        )
+        self._raw[job.signature] = self.db.get(self.fingerprint, [job.signature])[job.signature].low
+        self.measured += 1
+        if self.progress is not None:
+            self.progress(done or self.measured, total or self.measured, job.op)
+        return self._raw[job.signature]
+
+    def overhead(self) -> float:
+        """Seconds of calling an (almost) empty module: subtracted from every module's time
+        (0 past the deadline when not yet measured)."""
+        t = self._take(self._overhead_job())
+        return t if t is not None else 0.0
+
+    def _overhead_job(self) -> _Job:
+        return _Job(
+            OVERHEAD_SIGNATURE, "__xla_overhead__", lambda: self.backend.time_graph(_pass_graph(1))
+        )
+
+    def _dispatch_job(self) -> _Job:
+        def run() -> Measurement:
+            a = self.backend.time_graph(_dispatch_graph(1))
+            b = self.backend.time_graph(_dispatch_graph(17))
+            per = max((b.low - a.low) / 16, 0.0)
+            return Measurement(per, 0.0, a.reps + b.reps, per)
+
+        return _Job(DISPATCH_SIGNATURE, "__xla_dispatch__", run)
+
+    def dispatch(self) -> float:
+        """Seconds one more kernel (a fusion, a library call) adds inside a program."""
+        t = self._take(self._dispatch_job())
+        return t if t is not None else 0.0
+
+    def _pass_job(self, n: int) -> _Job:
+        return _Job(
+            pass_signature(n), "__xla_pass__", lambda: self.backend.time_graph(_pass_graph(n))
+        )
+
+    def _pass_raw(self, n: int) -> float | None:
+        t = self._take(self._pass_job(n))
+        return None if t is None else max(t - self.overhead(), 0.0)
+
+    def pass_seconds(self, nbytes: float) -> float:
+        """Seconds of one fused pass moving ``nbytes`` (reads and writes): a one-``add``
+        fusion over ``nbytes / 8`` float32 elements, measured at the powers of two around
+        it and interpolated linearly (non-decreasing; beyond :data:`MAX_PASS_ELEMENTS`
+        extrapolated in proportion)."""
+        n = nbytes / 8.0
+        if n <= 0:
+            return 0.0
+        if n <= 1:
+            lo_t = self._pass_raw(1)
+            return (lo_t if lo_t is not None else 8 / _BANDWIDTH) * n
+        if n >= MAX_PASS_ELEMENTS:
+            top = self._pass_raw(MAX_PASS_ELEMENTS)
+            if top is None:
+                return nbytes / _BANDWIDTH
+            return top * n / MAX_PASS_ELEMENTS
+        lo = 1 << int(math.floor(math.log2(n)))
+        hi = lo * 2
+        a, b = self._pass_raw(lo), self._pass_raw(hi)
+        if a is None or b is None:
+            self.estimated += 1
+            return nbytes / _BANDWIDTH
+        b = max(a, b)
+        return a + (b - a) * (n - lo) / lo
+
+    def _kernel_job(self, kernel: str, params: Mapping[str, Any], dtype: str) -> _Job:
+        n, k = self.elements, self.chain
+        sig = kernel_signature(kernel, dtype, params, n, k)
+
+        def run() -> Measurement:
+            g1 = chain_graph(kernel, params, dtype, n, 1)
+            gk = chain_graph(kernel, params, dtype, n, 1 + k)
+            a, b = self.backend.time_graph(g1), self.backend.time_graph(gk)
+            per = (b.low - a.low) / (k * n)
+            if _arity(kernel) == 1:  # chained as op(y) + s: take add's share out
+                per -= self.per_element("add", {}, dtype)
+            per = max(per, 0.0)
+            return Measurement(per, 0.0, a.reps + b.reps, per)
+
+        return _Job(sig, "__xla_elementwise__", run)
+
+    def per_element(self, kernel: str, params: Mapping[str, Any], dtype: str) -> float | None:
+        """Seconds per element of ``kernel`` on ``dtype`` inside a fused chain (measured
+        once, cached); None when its chain cannot be built (another arity, a
+        dtype-changing operator, no HLO form) or past the deadline."""
+        key = kernel_signature(kernel, dtype, params, self.elements, self.chain)
+        if key in self._unchainable or not self._chainable(kernel, dtype, params):
+            return None
+        if key in self._raw:
+            return self._raw[key]
+        try:
+            return self._take(self._kernel_job(kernel, params, dtype))
+        except ValueError:
+            self._unchainable.add(key)
+            return None
+
+    def _add_rate(self, dtype: str) -> float:
+        c = self.per_element("add", {}, dtype)
+        return c if c is not None else 1.0 / _PEAK_FLOPS
+
+    def compute_seconds(self, ctx: ops.OpContext, n: int | None = None) -> float:
+        """Seconds of ``ctx``'s arithmetic inside a fusion: ``n`` (default its output's
+        elements) times its kernel's seconds per element (:meth:`per_element`), or
+        ``c(add)`` per declared FLOP per element when its chain cannot be built. A
+        ``pow`` of a constant exponent is priced as ``mul``: XLA's algebraic simplifier
+        writes ``x ** 2`` as ``x * x`` (a runtime exponent costs 28 ns per float32
+        element here, a product under 0.1 ns), and the context does not hold the
+        constant's value."""
+        n = _numel(ctx.output) if n is None else n
+        dtype = _dtype(ctx)
+        kernel = ops.kernel_of(ctx.op)
+        params = {k: v for k, v in ctx.params.items() if k != "act"}
+        if kernel == "pow" and operand_flags(ctx)[1:2] == (True,):
+            kernel = "mul"  # x ** c: XLA's algebraic simplifier writes small c as products
+        c = self.per_element(kernel, params if kernel == ops.kernel_of(ctx.op) else {}, dtype)
+        if c is None:
+            try:
+                flops = float(ops.get(ctx.op).cost(ctx)[0])
+            except Exception:  # a cost rule that needs what this context lacks
+                flops = float(n)
+            c = self._add_rate(dtype) * max(1.0, flops / max(n, 1))
+        return c * n
+
+    def _library_job(self, ctx: ops.OpContext) -> _Job:
+        plain = _plain_context(ctx)
+        return _Job(
+            signature(plain), plain.op, lambda: self.backend.time_graph(one_op_graph(plain))
+        )
+
+    def library_seconds(self, ctx: ops.OpContext) -> float:
+        """Seconds of ``ctx`` run alone as a one-operator module, less the call overhead
+        (its ``act`` dropped); past the deadline, or for an operator XLA cannot run
+        alone (an opaque operator without its payload), the roofline ``cpu`` estimate."""
+        try:
+            job = self._library_job(ctx)
+            t = self._take(job)
+        except ValueError:
+            t = None
+        if t is None:
+            self.estimated += 1
+            try:
+                flops, nbytes = ops.get(ctx.op).cost(ctx)
+            except Exception:
+                flops, nbytes = 0.0, float(_nbytes(ctx.output))
+            return max(float(flops) / _PEAK_FLOPS, float(nbytes) / _BANDWIDTH)
+        return max(t - self.overhead(), 0.0)
+
+    # ------------------------------------------------------------------ pricing
+    def cost(self, ctx: ops.OpContext) -> float:
+        """Seconds of one operator application inside an XLA CPU program (see the module
+        docstring); 0 for constant nodes and operators that launch no kernel.
+
+        Raises:
+            ValueError: the operator has no declaration (names it).
+        """
+        try:
+            d = ops.get(ctx.op)
+        except KeyError:
+            raise ValueError(f"xla: operator `{ctx.op}` has no Python declaration") from None
+        if ctx.constant or not d.launches_kernel:
+            return 0.0
+        if d.fusion in ("library", "none"):
+            total = self.library_seconds(ctx)
+            act = int(ctx.params.get("act", 0) or 0) if ctx.op in ("matmul", "conv2d") else 0
+            if act and isinstance(ctx.output, TensorType):
+                after = ops.OpContext(_ACT_OPS[act], {}, [ctx.output], ctx.output)
+                total += self.compute_seconds(after)
+                total += self.pass_seconds(2 * _nbytes(ctx.output)) + self.dispatch()
+            return total
+        return self._fused(ctx, d.fusion)
+
+    def _fused(self, ctx: ops.OpContext, fusion: str) -> float:
+        """A fusible operator: its arithmetic, and at a region's entry its pass and
+        dispatch (see the module docstring)."""
+        flags = operand_flags(ctx)
+        prods = tuple(getattr(ctx, "producers", ())) or (frozenset(),) * len(ctx.inputs)
+        reads, entry = 0, False
+        n_out = _numel(ctx.output)
+        for t, c, p in zip(ctx.inputs, flags, prods, strict=True):
+            if materialised(p, c):
+                reads += _nbytes(t)
+                # a smaller operand (a scalar, a bias) is broadcast into the region
+                entry = entry or (not c and _numel(t) >= n_out)
+        out_bytes = _nbytes(ctx.output)
+        dtype = _dtype(ctx)
+        kernels = 1
+        if fusion == "elementwise":
+            compute = self.compute_seconds(ctx)
+            write = out_bytes if entry else 0
+        elif fusion in ("broadcast", "reshape"):
+            compute = self._add_rate(dtype) * n_out
+            write = out_bytes if entry and fusion == "reshape" else 0
+        else:  # reduce: a fusion root, its output written
+            compute, kernels, extra = self._reduce_compute(ctx, dtype)
+            reads += extra
+            write, entry = out_bytes, True
+        moved = reads + write if entry else reads
+        total = compute + (self.pass_seconds(moved) if moved else 0.0)
+        return total + (kernels * self.dispatch() if entry else 0.0)
+
+    def _reduce_compute(self, ctx: ops.OpContext, dtype: str) -> tuple[float, int, int]:
+        """A reduction's arithmetic (seconds), its kernel count and the bytes it reads
+        beyond one pass over its input."""
+        x = ctx.inputs[0] if ctx.inputs else ctx.output
+        n_in = _numel(x)
+        if ctx.op in _COMPOSITE:
+            kernels, passes = _COMPOSITE[ctx.op]
+            per = 0.0
+            for k in kernels:
+                c = self.per_element(k, {}, dtype)
+                per += c if c is not None else self._add_rate(dtype)
+            return per * n_in, passes, (passes - 1) * _nbytes(x)
+        if ctx.op in ("poolmax", "poolavg", "reduce_window"):
+            if ctx.op == "reduce_window":
+                window = math.prod(int(w) for w in ctx.params.get("window", (1,)))
+                kind = str(ctx.params.get("kind", "add"))
+            else:
+                window = int(ctx.params.get("kernel_h", 1)) * int(ctx.params.get("kernel_w", 1))
+                kind = _REDUCER[ctx.op]
+            c = self.per_element(kind, {}, dtype)
+            c = c if c is not None else self._add_rate(dtype)
+            total = c * _numel(ctx.output) * window
+            act = int(ctx.params.get("act", 0) or 0)
+            if act and isinstance(ctx.output, TensorType):
+                total += self.compute_seconds(
+                    ops.OpContext(_ACT_OPS[act], {}, [ctx.output], ctx.output)
+                )
+            return total, 1, 0
+        kernel = _REDUCER.get(ctx.op, "add")
+        c = self.per_element(kernel, {}, dtype)
+        c = c if c is not None else self._add_rate(dtype)
+        return c * n_in, 1, 0
+
+    # ------------------------------------------------------------------ planning
+    def jobs(self, ctxs: Sequence[ops.OpContext]) -> list[_Job]:
+        """The measurements pricing ``ctxs`` takes, cached or not, in the order they are
+        taken (calibrations first), each signature once."""
+        jobs: dict[str, _Job] = {}
+
+        def add(job: _Job) -> None:
+            jobs.setdefault(job.signature, job)
+
+        add(self._overhead_job())
+        add(self._dispatch_job())
+        for ctx in ctxs:
+            try:
+                d = ops.get(ctx.op)
+            except KeyError:
+                continue
+            if ctx.constant or not d.launches_kernel:
+                continue
+            dtype = _dtype(ctx)
+            if d.fusion in ("library", "none"):
+                try:
+                    add(self._library_job(ctx))
+                except ValueError:
+                    pass
+                continue
+            for kernel in self._kernels(ctx, d.fusion):
+                if kernel == "pow" and operand_flags(ctx)[1:2] == (True,):
+                    kernel = "mul"
+                if self._chainable(kernel, dtype):
+                    add(self._kernel_job(kernel, self._params(ctx, kernel), dtype))
+            if self._chainable("add", dtype):
+                add(self._kernel_job("add", {}, dtype))
+        return list(jobs.values())
+
+    def _params(self, ctx: ops.OpContext, kernel: str) -> dict[str, Any]:
+        if kernel == ops.kernel_of(ctx.op):
+            return {k: v for k, v in ctx.params.items() if k != "act"}
+        return {}
+
+    def _kernels(self, ctx: ops.OpContext, fusion: str) -> list[str]:
+        if fusion == "elementwise":
+            return [ops.kernel_of(ctx.op)]
+        if fusion == "reduce":
+            if ctx.op in _COMPOSITE:
+                return list(dict.fromkeys(_COMPOSITE[ctx.op][0]))
+            if ctx.op == "reduce_window":
+                return [str(ctx.params.get("kind", "add"))]
+            return [_REDUCER.get(ctx.op, "add")]
+        return []
+
+    def _chainable(self, kernel: str, dtype: str, params: Mapping[str, Any] | None = None) -> bool:
+        """Whether ``kernel`` chains on ``dtype`` (:func:`chain_graph`; remembered)."""
+        key = (kernel, dtype, json.dumps({k: _plain(v) for k, v in (params or {}).items()}))
+        if key not in self._chains:
+            try:
+                chain_graph(kernel, params or {}, dtype, 2, 1)
+                self._chains[key] = True
+            except (ValueError, KeyError):
+                self._chains[key] = False
+        return self._chains[key]
+
+    def missing(self, ctxs: Sequence[ops.OpContext]) -> list[_Job]:
+        """:meth:`jobs` of ``ctxs`` whose figure the cache does not hold yet (the
+        memory passes, which depend on the program's sizes, are measured while pricing)."""
+        todo = self.jobs(ctxs)
+        have = self.db.get(self.fingerprint, [j.signature for j in todo])
+        return [j for j in todo if j.signature not in have]
+
+    def costs(self, ctxs: Sequence[ops.OpContext]) -> list[float]:
+        """Seconds for each of ``ctxs`` (see :meth:`cost`): the cached figures are read
+        at once, the missing ones measured (each stored at once) until the deadline.
+
+        Raises:
+            ValueError: an operator without a declaration (names it).
+        """
+        todo = self.jobs(ctxs)
+        self._fetch([j.signature for j in todo])
+        new = [j for j in todo if j.signature not in self._raw]
+        for i, job in enumerate(new, 1):
+            try:
+                self._take(job, i, len(new))
+            except ValueError:
+                continue  # an operator XLA cannot run alone: estimated when priced
+        return [self.cost(c) for c in ctxs]
+
+
+def _dtype(ctx: ops.OpContext) -> str:
+    """The dtype a context computes in: its first tensor operand's, else its output's."""
+    for t in (*ctx.inputs, ctx.output):
+        if isinstance(t, TensorType):
+            return t.dtype
+    return "float32"

@@ -1,0 +1,219 @@
+"""The ``xla`` cost model (tensat_py.cost.xla): XLA's CPU backend measured through jaxlib,
+its loop fusions priced as one pass; the operator facts every cost model reads.
+
+Small shapes and few repetitions (the module's defaults are lowered for each test); no
+assertion depends on this machine's timings: where a figure's size matters, the module
+timings are made up from the module's text (``fake_clock``) and only XLA's compilation
+(which decides the fusions) is real.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from tensat_py import ops
+from tensat_py.cli import main
+from tensat_py.cost import get_cost_model, xla
+from tensat_py.cost.base import make_context
+from tensat_py.cost.database import ProfileDatabase
+from tensat_py.cost.profile import canonical, signature
+from tensat_py.cost.roofline import RooflineCostModel
+from tensat_py.graph import Graph
+
+pytest.importorskip("jax")
+
+SMALL_HLO = """HloModule small
+
+ENTRY main {
+  x = f32[32,64]{1,0} parameter(0)
+  w = f32[64,16]{1,0} parameter(1)
+  d = f32[32,16]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  e = f32[32,16]{1,0} exponential(d)
+  ROOT a = f32[32,16]{1,0} add(e, d)
+}
+"""
+
+
+@pytest.fixture
+def quick(cache, monkeypatch):
+    """A cache of its own and small, quick measurements for every XlaCostModel."""
+    monkeypatch.setattr(xla, "ELEMENTS", 2048)
+    monkeypatch.setattr(xla, "CHAIN", 2)
+    monkeypatch.setattr(
+        xla, "TIMING", {"warmup": 1, "min_reps": 3, "max_reps": 6, "target_seconds": 0.001}
+    )
+    monkeypatch.setattr(xla, "MAX_PASS_ELEMENTS", 1 << 16)
+    return cache
+
+
+@pytest.fixture
+def fake_clock(quick, monkeypatch):
+    """Module timings made up from the module's text (no clock, no load on the machine):
+    5 us, plus 1 ns per parameter element, plus 0.01 ns per element per instruction. XLA
+    still compiles every module (its fusion decides what a program's regions are)."""
+    import re
+
+    from tensat_py.cost.profile import Measurement
+    from tensat_py.runtime import xla_exec
+
+    def time_module(self, text, args):
+        xla_exec.compile_text(text)
+        elements = sum(a.size for a in args)
+        body = text.split("ENTRY", 1)[1]
+        instructions = len(re.findall(r"= [a-z0-9]+\[", body)) - len(args)
+        t = 5e-6 + 1e-9 * elements + 1e-11 * instructions * max(elements, 1)
+        return Measurement(t, 0.0, 1, t)
+
+    monkeypatch.setattr(xla.XlaBackend, "time_module", time_module)
+
+
+def _sum_chain(k: int, shape: tuple[int, ...] = (64, 256)) -> Graph:
+    """``x + s0 + s1 + ...``: k sums of a scalar input (broadcast) onto x."""
+    g = Graph()
+    y = g.add_input("x", shape, "float32")
+    for i in range(k):
+        y = g.add_node("add", {}, [y, g.add_input(f"s{i}", (), "float32")])
+    g.outputs = [y]
+    return g
+
+
+def test_operator_facts_are_declared_with_the_operators() -> None:
+    assert ops.kernel_of("ewadd") == ops.kernel_of("add") == "add"
+    assert ops.kernel_of("ewmul") == "mul" and ops.kernel_of("conv2d") == "conv2d"
+    assert ops.get("add").commutative and ops.get("ewmul").commutative
+    assert not ops.get("sub").commutative
+    assert {ops.get(o).fusion for o in ("matmul", "conv2d", "dot_general", "convolution")} == {
+        "library"
+    }
+    assert ops.get("exp").fusion == "elementwise" and ops.get("reduce_sum").fusion == "reduce"
+    assert ops.get("broadcast_in_dim").fusion == "broadcast"
+    assert ops.get("transpose").fusion == "reshape"
+    assert all(d.fusion in ops.FUSION_KINDS for d in ops.all_ops().values())
+    # profile's canonical signature reads the same facts
+    a = make_context("ewadd", {}, [(8, 8), (8, 8)], (8, 8))
+    b = make_context("add", {}, [(8, 8), (8, 8)], (8, 8))
+    assert canonical(a).op == "add" and signature(a) == signature(b)
+
+
+@pytest.mark.parametrize("programs", [True, False])
+def test_a_chain_of_sums_is_one_pass_under_xla_and_k_under_roofline(fake_clock, programs) -> None:
+    model = xla.XlaCostModel(programs=programs)
+    roof = RooflineCostModel("cpu")
+    x1, x8 = model.graph_cost(_sum_chain(1)), model.graph_cost(_sum_chain(8))
+    r1, r8 = roof.graph_cost(_sum_chain(1)), roof.graph_cost(_sum_chain(8))
+    assert x1 > 0 and r8 / r1 > 6
+    assert x8 / x1 < 3, (x1, x8)  # one pass and 8 cheap sums, not 8 passes
+
+
+def test_a_dot_is_measured_once_and_cached(quick) -> None:
+    ctx = make_context(
+        "dot_general",
+        {"lhs_batch": (), "rhs_batch": (), "lhs_contract": (1,), "rhs_contract": (0,)},
+        [(32, 64), (64, 16)],
+        (32, 16),
+    )
+    first = xla.XlaCostModel()
+    c1 = first.cost(ctx)
+    assert c1 > 0 and first.measured >= 2  # the call overhead and the dot
+    second = xla.XlaCostModel()
+    assert second.fingerprint == first.fingerprint
+    assert second.cost(ctx) == c1 and second.measured == 0
+    db = ProfileDatabase()
+    info = db.devices()[first.fingerprint]
+    assert info["runtime"] == "xla-cpu" and info["jaxlib"] != "absent"
+    assert "dot_general" in {r.op for r in db.records(first.fingerprint)}
+
+
+def test_ewadd_and_add_share_one_price(quick) -> None:
+    model = xla.XlaCostModel()
+    shapes = [(64, 64), (64, 64)]
+    ew = model.node_cost("ewadd", {}, shapes, (64, 64))
+    add = model.node_cost("add", {}, shapes, (64, 64))
+    assert ew == add > 0
+    mul = model.node_cost("ewmul", {}, shapes, (64, 64))
+    assert mul == model.node_cost("mul", {}, shapes, (64, 64))
+
+
+def test_constant_and_view_nodes_cost_nothing(quick) -> None:
+    model = xla.XlaCostModel()
+    assert model.node_cost("exp", {}, [(8, 8)], (8, 8), constant=True) == 0.0
+    assert model.node_cost("reshape", {"shape": (64,)}, [(8, 8)], (64,)) == 0.0
+
+
+def test_other_devices_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"xla: .*device='cpu'"):
+        get_cost_model("xla", "t4")
+
+
+def test_tensat_profile_runtime_xla_fills_the_cache(quick, tmp_path) -> None:
+    path = tmp_path / "small.hlo"
+    path.write_text(SMALL_HLO)
+    res = CliRunner().invoke(main, ["profile", str(path), "--runtime", "xla", "-q"])
+    assert res.exit_code == 0, res.output
+    assert "new measurements" in res.output and "xla-cpu" in res.output
+    db = ProfileDatabase()
+    fps = [fp for fp, info in db.devices().items() if info.get("runtime") == "xla-cpu"]
+    assert len(fps) == 1
+    ops_cached = {r.op for r in db.records(fps[0])}
+    assert {"dot_general", "__xla_overhead__", "__xla_elementwise__"} <= ops_cached
+    # a second run finds everything cached
+    again = CliRunner().invoke(main, ["profile", str(path), "--runtime", "xla", "-q"])
+    assert again.exit_code == 0 and ": 0 new measurements" in again.output, again.output
+
+
+def test_hlo_on_cpu_defaults_to_xla(quick) -> None:
+    import tensat_py
+    from tensat_py.frontends.hlo import loads
+
+    res = tensat_py.optimize(loads(SMALL_HLO), device="cpu", confirm=False, time_limit=30)
+    assert res.cost_model == "xla" and res.device == "cpu"
+    assert res.to_json()["cost_model"] == "xla"
+    explicit = tensat_py.optimize(
+        loads(SMALL_HLO), device="cpu", cost_model="roofline", confirm=False, time_limit=30
+    )
+    assert explicit.cost_model == "roofline"
+    assert tensat_py.optimize(loads(SMALL_HLO), confirm=False).cost_model == "roofline"  # t4
+
+
+def test_a_program_is_priced_as_xla_compiles_it(fake_clock) -> None:
+    """exp(x) + exp(x): XLA computes exp(x) once (CSE) in one fusion, one pass over x;
+    priced operator by operator, each exp enters a region of its own (two passes)."""
+    g = Graph()
+    x = g.add_input("x", (64, 256), "float32")
+    g.outputs = [g.add_node("add", {}, [g.add_node("exp", {}, [x]), g.add_node("exp", {}, [x])])]
+    whole = xla.XlaCostModel().graph_cost(g)
+    by_node = xla.XlaCostModel(programs=False).graph_cost(g)
+    assert 0 < whole < 0.75 * by_node, (whole, by_node)
+    # identical regions are measured once: a second model measures nothing
+    again = xla.XlaCostModel()
+    assert again.graph_cost(_sum_chain(3)) >= 0 and again.measured >= 0
+    third = xla.XlaCostModel()
+    assert third.graph_cost(_sum_chain(3)) == again.graph_cost(_sum_chain(3))
+    assert third.measured == 0
+
+
+def test_region_modules_run_alone(quick) -> None:
+    from tensat_py.frontends.hlo.parser import parse_module
+    from tensat_py.runtime import xla_exec
+
+    exe = xla_exec.compile_text(SMALL_HLO)
+    optimised = parse_module(exe.hlo_modules()[0].to_string())
+    kernels = [i for i in optimised.entry.instructions if i.opcode not in ("parameter",)]
+    assert kernels
+    for ins in kernels:
+        text = xla.region_module(optimised, ins)
+        assert "ENTRY" in text
+        sig, body = xla.region_signature(text)
+        assert "metadata" not in body and json.loads(sig)["calibration"] == "xla region"
+        xla_exec.compile_text(text)  # XLA takes it back
+
+
+def test_past_the_measuring_deadline_figures_are_estimated(quick) -> None:
+    import time
+
+    model = xla.XlaCostModel()
+    model.measure_until(time.monotonic() - 1.0)
+    cost = model.node_cost("matmul", {"act": 0}, [(64, 128), (128, 32)], (64, 32))
+    assert cost > 0 and model.measured == 0 and model.estimated >= 1
