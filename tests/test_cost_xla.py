@@ -9,6 +9,7 @@ timings are made up from the module's text (``fake_clock``) and only XLA's compi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -91,6 +92,15 @@ def test_operator_facts_are_declared_with_the_operators() -> None:
     assert ops.get("broadcast_in_dim").fusion == "broadcast"
     assert ops.get("transpose").fusion == "reshape"
     assert all(d.fusion in ops.FUSION_KINDS for d in ops.all_ops().values())
+    # Declared, not attached afterwards by name: no dialect module keeps a table of them.
+    import inspect
+
+    for mod in ("taso", "tensor", "hlo"):
+        src = inspect.getsource(__import__(f"tensat_py.ops.{mod}", fromlist=["_"]))
+        assert "attach_facts" not in src and "attach_hlo" not in src
+    bad = ops.OpDef("not_an_op", "tensor", lambda c, a: a[0], lambda c: (0.0, 0.0), None)
+    with pytest.raises(ValueError, match="fusion 'fused' is not one of"):
+        ops.register(dataclasses.replace(bad, fusion="fused"))
     # profile's canonical signature reads the same facts
     a = make_context("ewadd", {}, [(8, 8), (8, 8)], (8, 8))
     b = make_context("add", {}, [(8, 8), (8, 8)], (8, 8))

@@ -39,7 +39,6 @@ __all__ = [
     "onnx_importer",
     "onnx_importers",
     "default_bytes",
-    "attach_facts",
     "kernel_of",
     "FUSION_KINDS",
 ]
@@ -126,8 +125,8 @@ class OpDef:
             fuse into it, its output is written), ``"library"`` (a library call: dot,
             convolution; operands and output in memory) or ``"none"`` (a kernel of its
             own, or nothing at run time). Read by the ``xla`` cost model
-            (:mod:`tensat_py.cost.xla`). Dialect modules set the last three with
-            :func:`attach_facts`.
+            (:mod:`tensat_py.cost.xla`). Like the other fields, the last three are
+            given in the operator's declaration.
     """
 
     name: str
@@ -149,41 +148,22 @@ _ONNX_IMPORTERS: dict[str, Callable[..., Any]] = {}
 
 
 def register(op: OpDef) -> OpDef:
-    """Add ``op`` to the registry. Raises ``ValueError`` when the name is taken."""
+    """Add ``op`` to the registry.
+
+    Raises:
+        ValueError: the name is taken, or ``op.fusion`` is not one of
+            :data:`FUSION_KINDS`.
+    """
     if op.name in _REGISTRY:
         raise ValueError(f"operator `{op.name}` is registered twice")
+    if op.fusion not in FUSION_KINDS:
+        raise ValueError(f"operator `{op.name}`: fusion {op.fusion!r} is not one of {FUSION_KINDS}")
     _REGISTRY[op.name] = op
     return op
 
 
 #: The values of :attr:`OpDef.fusion`.
 FUSION_KINDS = ("elementwise", "broadcast", "reshape", "reduce", "library", "none")
-
-
-def attach_facts(
-    *,
-    fusion: Mapping[str, str] | None = None,
-    kernel: Mapping[str, str] | None = None,
-    commutative: Sequence[str] = (),
-) -> None:
-    """Set the facts cost models share on registered operators: :attr:`OpDef.fusion`
-    (``{name: kind}``), :attr:`OpDef.kernel` (``{name: kernel}``) and
-    :attr:`OpDef.commutative` (the names that are).
-
-    Raises:
-        KeyError: an operator that is not registered.
-        ValueError: a fusion kind not in :data:`FUSION_KINDS`.
-    """
-    from dataclasses import replace
-
-    for name, kind in (fusion or {}).items():
-        if kind not in FUSION_KINDS:
-            raise ValueError(f"operator `{name}`: fusion {kind!r} is not one of {FUSION_KINDS}")
-        _REGISTRY[name] = replace(_REGISTRY[name], fusion=kind)
-    for name, k in (kernel or {}).items():
-        _REGISTRY[name] = replace(_REGISTRY[name], kernel=k)
-    for name in commutative:
-        _REGISTRY[name] = replace(_REGISTRY[name], commutative=True)
 
 
 def kernel_of(name: str) -> str:

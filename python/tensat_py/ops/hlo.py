@@ -427,7 +427,14 @@ def _concat_hlo(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
     )
 
 
-def _reg(name: str, evaluate: Any, cost: Any, to_hlo: Any, launches_kernel: bool = True) -> None:
+def _reg(
+    name: str,
+    evaluate: Any,
+    cost: Any,
+    to_hlo: Any,
+    fusion: str,
+    launches_kernel: bool = True,
+) -> None:
     register(
         OpDef(
             name=name,
@@ -438,27 +445,14 @@ def _reg(name: str, evaluate: Any, cost: Any, to_hlo: Any, launches_kernel: bool
             launches_kernel=launches_kernel,
             doc=evaluate.__doc__ or "",
             to_hlo=to_hlo,
+            fusion=fusion,
         )
     )
 
 
-_reg("dot_general", _dot_eval, _dot_cost, _dot_hlo)
-_reg("convolution", _conv_eval, _conv_cost, _conv_hlo)
-_reg("broadcast_in_dim", _bid_eval, _move_cost, _bid_hlo)
-_reg("iota", _iota_eval, _const_cost, _iota_hlo)
-_reg("reduce_window", _rw_eval, _rw_cost, _rw_hlo)
-_reg("concatenate", _concat_eval, _move_cost, _concat_hlo)
-
-# Operator facts the cost models share (docs/cost-models.md, ``OpDef.fusion``).
-from tensat_py.ops import attach_facts  # noqa: E402  (the facts follow the declarations)
-
-attach_facts(
-    fusion={
-        "dot_general": "library",
-        "convolution": "library",
-        "broadcast_in_dim": "broadcast",
-        "iota": "broadcast",
-        "reduce_window": "reduce",
-        "concatenate": "reshape",
-    }
-)
+_reg("dot_general", _dot_eval, _dot_cost, _dot_hlo, "library")
+_reg("convolution", _conv_eval, _conv_cost, _conv_hlo, "library")
+_reg("broadcast_in_dim", _bid_eval, _move_cost, _bid_hlo, "broadcast")
+_reg("iota", _iota_eval, _const_cost, _iota_hlo, "broadcast")
+_reg("reduce_window", _rw_eval, _rw_cost, _rw_hlo, "reduce")
+_reg("concatenate", _concat_eval, _move_cost, _concat_hlo, "reshape")

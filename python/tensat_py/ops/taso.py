@@ -619,6 +619,9 @@ def _binary(name: str, fn: Any, onnx_type: str) -> None:
             doc=f"`a {'+' if name == 'ewadd' else '*'} b`, equal shapes and dtypes; "
             "1 FLOP per element.",
             to_hlo=_hlo_ew2("add" if name == "ewadd" else "multiply"),
+            kernel="add" if name == "ewadd" else "mul",
+            commutative=True,
+            fusion="elementwise",
         )
     )
 
@@ -650,6 +653,7 @@ def _unary(name: str) -> None:
             (onnx_type,),
             doc=f"elementwise {name}; 1 FLOP per element.",
             to_hlo=_hlo_unary_act({"sigmoid": 1, "relu": 2, "tanh": 3}[name]),
+            fusion="elementwise",
         )
     )
 
@@ -683,6 +687,7 @@ register(
         ("MatMul", "Gemm"),
         doc="act(a @ b) over the last two axes, equal batch axes.",
         to_hlo=_hlo_matmul,
+        fusion="library",
     )
 )
 
@@ -727,6 +732,7 @@ register(
         ("Conv",),
         doc="grouped NCHW x OIHW cross-correlation, SAME/VALID padding, then act.",
         to_hlo=_hlo_conv2d,
+        fusion="library",
     )
 )
 
@@ -779,6 +785,7 @@ def _pool(name: str, kind: str, onnx_type: str) -> None:
             (onnx_type,),
             doc=f"2-D {kind} pooling, SAME/VALID padding, then act; kh*kw FLOPs per output.",
             to_hlo=_hlo_pool(kind),
+            fusion="reduce",
         )
     )
 
@@ -806,6 +813,7 @@ register(
         ("Transpose", "Gemm"),
         doc="numpy.transpose(x, perm); a copy kernel (0 FLOPs).",
         to_hlo=_hlo_transpose,
+        fusion="reshape",
     )
 )
 
@@ -830,6 +838,7 @@ register(
         launches_kernel=False,
         doc="row-major reshape (a view: no kernel).",
         to_hlo=_hlo_reshape,
+        fusion="reshape",
     )
 )
 
@@ -854,6 +863,7 @@ register(
         _enlarge_onnx,
         doc="centred zero padding of a kernel to ref's kh, kw; ONNX Pad.",
         to_hlo=_hlo_enlarge,
+        fusion="reshape",
     )
 )
 
@@ -886,6 +896,7 @@ register(
         _merge_onnx,
         doc="TASO MergeGConv on a kernel; ONNX Tile + Mul by a slot mask.",
         to_hlo=_hlo_merge,
+        fusion="reshape",
     )
 )
 
@@ -910,6 +921,7 @@ for _name in ("concat", "concat3", "concat4", "concat5"):
             ("Concat",),
             doc="join along axis; a copy kernel (0 FLOPs).",
             to_hlo=_hlo_concat,
+            fusion="reshape",
         )
     )
 
@@ -955,6 +967,7 @@ register(
         launches_kernel=False,
         doc="a pair: x cut along axis where a concat joined it (views: no kernel).",
         to_hlo=_hlo_split,
+        fusion="reshape",
     )
 )
 for _k in (0, 1):
@@ -970,6 +983,7 @@ for _k in (0, 1):
             launches_kernel=False,
             doc=f"part {_k} of a split (no kernel; an alias of the ONNX Split's output {_k}).",
             to_hlo=_hlo_part(_k),
+            fusion="reshape",
         )
     )
 
@@ -998,6 +1012,7 @@ register(
         ("BatchNormalization",),
         doc="inference batch norm on axis 1, epsilon 1e-5.",
         to_hlo=_hlo_batchnorm,
+        fusion="elementwise",
     )
 )
 
@@ -1020,6 +1035,7 @@ register(
         ("Dropout",),
         doc="identity at inference (priced as one copy kernel, as TASO does).",
         to_hlo=_hlo_identity,
+        fusion="elementwise",
     )
 )
 
@@ -1531,22 +1547,3 @@ def import_batchnorm(imp: Any, node: Any) -> None:
         raise imp.Unsupported("parameters are not [C]")
     ids = [_tensor(imp, node, i) for i in range(5)]
     imp.set_output(node, 0, _add(imp, "batchnorm", {}, ids))
-
-
-# Operator facts the cost models share (docs/cost-models.md, ``OpDef.fusion``/``kernel``/
-# ``commutative``): TASO's ``ewadd``/``ewmul`` run as the tensor dialect's ``add``/``mul``.
-from tensat_py.ops import attach_facts  # noqa: E402  (the facts follow the declarations)
-
-attach_facts(
-    fusion={
-        **dict.fromkeys(("ewadd", "ewmul", "relu", "tanh", "sigmoid"), "elementwise"),
-        **dict.fromkeys(("batchnorm", "dropout"), "elementwise"),
-        **dict.fromkeys(("matmul", "conv2d"), "library"),
-        **dict.fromkeys(("poolmax", "poolavg"), "reduce"),
-        **dict.fromkeys(("transpose", "reshape", "enlarge", "merge"), "reshape"),
-        **dict.fromkeys(("concat", "concat3", "concat4", "concat5"), "reshape"),
-        **dict.fromkeys(("split", "split_0", "split_1"), "reshape"),
-    },
-    kernel={"ewadd": "add", "ewmul": "mul"},
-    commutative=("ewadd", "ewmul"),
-)

@@ -137,6 +137,9 @@ def _op(
     to_hlo: ToHlo | None = None,
     launches_kernel: bool = True,
     doc: str = "",
+    fusion: str = "none",
+    kernel: str | None = None,
+    commutative: bool = False,
 ) -> None:
     register(
         OpDef(
@@ -149,6 +152,9 @@ def _op(
             launches_kernel=launches_kernel,
             doc=doc or (evaluate.__doc__ or ""),
             to_hlo=to_hlo,
+            fusion=fusion,
+            kernel=kernel,
+            commutative=commutative,
         )
     )
 
@@ -714,8 +720,20 @@ def _make_binary(
         f"shape. dtype: a and b equal; out {out}. Errors: the type rule rejects "
         f"non-broadcastable shapes and unequal dtypes. Source: ONNX ``{onnx_op}`` (opset 13+)."
     )
-    _op(name, evaluate, _elementwise_cost(1), _simple_onnx(onnx_op), (onnx_op,), to_hlo=to_hlo)
+    _op(
+        name,
+        evaluate,
+        _elementwise_cost(1),
+        _simple_onnx(onnx_op),
+        (onnx_op,),
+        to_hlo=to_hlo,
+        fusion="elementwise",
+        commutative=name in _COMMUTATIVE,
+    )
 
+
+#: Binary operators whose operands commute (``OpDef.commutative``).
+_COMMUTATIVE = frozenset(("add", "mul", "max", "min", "equal"))
 
 for _n, (_f, _o, _w, _h) in _BINARY.items():
     _make_binary(_n, _f, _o, _w, _h, compare=False)
@@ -740,6 +758,7 @@ _op(
     _simple_onnx("Where"),
     ("Where",),
     to_hlo=_hlo_ew("select"),
+    fusion="elementwise",
 )
 
 
@@ -890,8 +909,24 @@ def _abs(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
     return np.abs(np.asarray(args[0]))
 
 
-_op("neg", _neg, _elementwise_cost(1), _simple_onnx("Neg"), ("Neg",), to_hlo=_hlo_ew("negate"))
-_op("abs", _abs, _elementwise_cost(1), _simple_onnx("Abs"), ("Abs",), to_hlo=_hlo_ew("abs"))
+_op(
+    "neg",
+    _neg,
+    _elementwise_cost(1),
+    _simple_onnx("Neg"),
+    ("Neg",),
+    to_hlo=_hlo_ew("negate"),
+    fusion="elementwise",
+)
+_op(
+    "abs",
+    _abs,
+    _elementwise_cost(1),
+    _simple_onnx("Abs"),
+    ("Abs",),
+    to_hlo=_hlo_ew("abs"),
+    fusion="elementwise",
+)
 
 
 def _rsqrt_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
@@ -960,8 +995,17 @@ for _n, (_f, _wide, _k, _o, _w, _h) in _UNARY.items():
         _UNARY_ONNX.get(_n, _simple_onnx(_o)),
         () if _n == "rsqrt" else (_o,),
         to_hlo=_h,
+        fusion="elementwise",
     )
-_op("gelu", _gelu, _elementwise_cost(6), _gelu_onnx, ("Gelu",), to_hlo=_hlo_gelu)
+_op(
+    "gelu",
+    _gelu,
+    _elementwise_cost(6),
+    _gelu_onnx,
+    ("Gelu",),
+    to_hlo=_hlo_gelu,
+    fusion="elementwise",
+)
 _op(
     "gelu_tanh",
     _gelu_tanh,
@@ -969,6 +1013,7 @@ _op(
     _gelu_tanh_onnx,
     ("Gelu",),
     to_hlo=_hlo_gelu_tanh,
+    fusion="elementwise",
 )
 
 
@@ -1015,7 +1060,15 @@ def _clip_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Clip", inputs, [out])
 
 
-_op("clip", _clip, _elementwise_cost(1), _clip_onnx, ("Clip",), to_hlo=_hlo_clip)
+_op(
+    "clip",
+    _clip,
+    _elementwise_cost(1),
+    _clip_onnx,
+    ("Clip",),
+    to_hlo=_hlo_clip,
+    fusion="elementwise",
+)
 
 
 def _hard_sigmoid(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -1045,6 +1098,7 @@ _op(
     _hard_sigmoid_onnx,
     ("HardSigmoid",),
     to_hlo=_hlo_hard_sigmoid,
+    fusion="elementwise",
 )
 
 
@@ -1069,6 +1123,7 @@ _op(
     _leaky_relu_onnx,
     ("LeakyRelu",),
     to_hlo=_hlo_leaky_relu,
+    fusion="elementwise",
 )
 
 
@@ -1161,6 +1216,7 @@ def _make_reduce(name: str, kind: str, onnx_op: str, what: str, hlo_opcode: str)
         to_onnx,
         (onnx_op, *extra),
         to_hlo=_hlo_reduce(hlo_opcode),
+        fusion="reduce",
     )
 
 
@@ -1192,7 +1248,15 @@ def _softmax_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Softmax", [ins[0]], [out], axis=int(ctx.params["axis"]))
 
 
-_op("softmax", _softmax, _per_input_cost(5), _softmax_onnx, ("Softmax",), to_hlo=_hlo_softmax)
+_op(
+    "softmax",
+    _softmax,
+    _per_input_cost(5),
+    _softmax_onnx,
+    ("Softmax",),
+    to_hlo=_hlo_softmax,
+    fusion="reduce",
+)
 
 
 def _layer_norm(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -1259,6 +1323,7 @@ _op(
     _layer_norm_onnx,
     ("LayerNormalization",),
     to_hlo=_hlo_layer_norm,
+    fusion="reduce",
 )
 
 
@@ -1282,6 +1347,7 @@ _op(
     _simple_onnx("GlobalAveragePool"),
     ("GlobalAveragePool",),
     to_hlo=_hlo_global_avg_pool,
+    fusion="reduce",
 )
 
 
@@ -1309,6 +1375,7 @@ _op(
     _broadcast_to_onnx,
     ("Expand",),
     to_hlo=_hlo_broadcast_to,
+    fusion="broadcast",
 )
 
 
@@ -1353,7 +1420,7 @@ def _slice_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Slice", [ins[0], *names], [out])
 
 
-_op("slice", _slice, _move_cost, _slice_onnx, ("Slice",), to_hlo=_hlo_slice)
+_op("slice", _slice, _move_cost, _slice_onnx, ("Slice",), to_hlo=_hlo_slice, fusion="reshape")
 
 _PAD_MODES = ("constant", "reflect", "edge")
 
@@ -1395,7 +1462,7 @@ def _pad_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Pad", inputs, [out], mode=mode)
 
 
-_op("pad", _pad, _move_cost, _pad_onnx, ("Pad",), to_hlo=_hlo_pad)
+_op("pad", _pad, _move_cost, _pad_onnx, ("Pad",), to_hlo=_hlo_pad, fusion="reshape")
 
 
 def _gather(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -1525,7 +1592,7 @@ def _cast_onnx(w: Any, ctx: OpContext, ins: Sequence[str], out: str) -> None:
     w.emit("Cast", [ins[0]], [out], to=int(w.elem_type(str(ctx.params["dtype"]))))
 
 
-_op("cast", _cast, _move_cost, _cast_onnx, ("Cast",), to_hlo=_hlo_cast)
+_op("cast", _cast, _move_cost, _cast_onnx, ("Cast",), to_hlo=_hlo_cast, fusion="elementwise")
 
 
 def _scalar(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
@@ -2175,30 +2242,3 @@ def _import_cast(imp: Any, node: Any) -> None:
         _identity(imp, node)
         return
     imp.set_output(node, 0, imp.add("cast", {"dtype": dt}, [imp.input(node, 0)]))
-
-
-# Operator facts the cost models share (docs/cost-models.md, ``OpDef.fusion``/
-# ``commutative``): XLA fuses every elementwise operator into one loop with its neighbours.
-from tensat_py.ops import attach_facts  # noqa: E402  (the facts follow the declarations)
-
-attach_facts(
-    fusion={
-        **dict.fromkeys(
-            (
-                *("add", "sub", "mul", "div", "pow", "max", "min", "select", "cast"),
-                *("equal", "less", "less_equal", "greater", "greater_equal"),
-                *("neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "erf"),
-                *("hard_swish", "softplus", "gelu", "gelu_tanh", "clip", "hard_sigmoid"),
-                "leaky_relu",
-            ),
-            "elementwise",
-        ),
-        **dict.fromkeys(
-            ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"), "reduce"
-        ),
-        **dict.fromkeys(("softmax", "layer_norm", "global_avg_pool"), "reduce"),
-        "broadcast_to": "broadcast",
-        **dict.fromkeys(("slice", "pad"), "reshape"),
-    },
-    commutative=("add", "mul", "max", "min", "equal"),
-)
