@@ -150,3 +150,13 @@ def test_the_bandwidth_is_the_median_of_interleaved_rounds_and_never_falls_with_
     # the slow round is outvoted; 19 GB/s at 4 MiB after 20 at 1 MiB is pooled to 19.5
     assert rates == pytest.approx([10e9, 19.5e9, 19.5e9, 30e9])
     assert rates == sorted(rates)
+
+
+def test_the_environment_overrides_the_last_level_cache(monkeypatch):
+    from tensat_py.cost.residency import last_level_cache_bytes
+
+    monkeypatch.setenv("TENSAT_LLC_BYTES", str(3 << 20))
+    assert last_level_cache_bytes() == 3 << 20
+    monkeypatch.setenv("TENSAT_LLC_BYTES", "-1")
+    with pytest.raises(ValueError, match="TENSAT_LLC_BYTES must be a positive"):
+        last_level_cache_bytes()

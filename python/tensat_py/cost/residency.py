@@ -54,12 +54,23 @@ DEFAULT_LLC = 32 << 20
 
 
 def last_level_cache_bytes(default: int = DEFAULT_LLC) -> int:
-    """Size in bytes of the largest cache of CPU 0 (Linux sysfs), or ``default``.
+    """Size in bytes of the largest cache of CPU 0 (Linux sysfs), or ``default``;
+    ``TENSAT_LLC_BYTES`` in the environment overrides both (a virtual machine may report
+    its host's whole cache: 480 MiB here once, which made the cold-weight calibration
+    stream 1.9 GB per matrix size).
+
+    Raises:
+        ValueError: ``TENSAT_LLC_BYTES`` is not a positive integer.
 
     Example:
         >>> last_level_cache_bytes() > 0
         True
     """
+    env = os.environ.get("TENSAT_LLC_BYTES", "").strip()
+    if env:
+        if not env.isdigit() or int(env) <= 0:
+            raise ValueError(f"TENSAT_LLC_BYTES must be a positive number of bytes, got {env!r}")
+        return int(env)
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = os.listdir(base)
