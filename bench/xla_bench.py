@@ -1,6 +1,8 @@
 """bench/xla_bench.md (issue 41): measured speedups over XLA alone, on XLA's CPU client.
 
-Modules: the eight zoo models written as HLO (``tensat_py.save(graph, "m.hlo")``), JAX
+Modules: the eight zoo models (optimised with their own front end's rules, TASO's; the
+input and the program kept written as HLO with weight-only operators pre-computed, as at
+inference, weights as entry parameters), JAX
 GPT-2-small stacks (``bench/gpt_stack.py``: 1, 12 and 24 layers), ``../shared/data/hlo``
 (when present) and ``bench/hlo_modules``. Each is optimised twice in the same run, once
 per cost model (``xla`` on device ``cpu``, the HLO default there, and ``roofline`` on
@@ -19,9 +21,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import shutil
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,20 +35,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 ZOO = ("bert", "nasrnn", "resnext50", "nasneta", "inceptionv3", "squeezenet", "vgg19", "resnet50")
 
 
-def gather(work: Path, layers: list[int], zoo: bool, shared: bool) -> list[Path]:
-    """Write or copy every module into ``work/modules``; returns their paths."""
-    import tensat_py
+def gather(work: Path, layers: list[int], shared: bool) -> list[Path]:
+    """Write or copy every HLO module into ``work/modules``; returns their paths."""
     from gpt_stack import gpt_stack_hlo
 
     mods = work / "modules"
     mods.mkdir(parents=True, exist_ok=True)
     out: list[Path] = []
-    if zoo:
-        for name in ZOO:
-            p = mods / f"zoo_{name}.hlo"
-            if not p.exists():
-                tensat_py.save(tensat_py.load(name), p)
-            out.append(p)
     for n in layers:
         p = mods / f"jax_gpt2_{n}layers.hlo"
         if not p.exists():
@@ -59,6 +57,126 @@ def gather(work: Path, layers: list[int], zoo: bool, shared: bool) -> list[Path]
                 shutil.copy(f, p)
             out.append(p)
     return out
+
+
+def freeze(graph, feeds: dict) -> tuple:
+    """``graph`` with its weight-only operators pre-computed, as at inference (a zoo
+    model's merged weights are computed once, not per run): every weight-only node that a
+    run-time node or an output reads becomes a weight holding its value (NumPy reference
+    executor). Returns the new graph and its feeds (inputs and weights by name)."""
+    import copy
+
+    from tensat_py.graph import LEAF_OPS, Graph
+    from tensat_py.runtime import numpy_exec
+
+    live = graph.live()
+    readers: dict[int, bool] = {}
+    for i, n in enumerate(graph.nodes):
+        if live[i] and not n.constant:
+            for j in n.inputs:
+                readers[j] = True
+    frontier = [
+        i
+        for i, n in enumerate(graph.nodes)
+        if live[i]
+        and n.constant
+        and n.op not in LEAF_OPS
+        and (readers.get(i) or i in graph.outputs)
+    ]
+    values: dict[int, object] = {}
+    if frontier:
+        g2 = copy.copy(graph)
+        g2.outputs = frontier
+        values = dict(zip(frontier, numpy_exec.run(g2, feeds), strict=True))
+    out, new_feeds, ids = Graph(), {}, {}
+    for i, n in enumerate(graph.nodes):
+        if not live[i]:
+            continue
+        if n.op == "input":
+            ids[i] = out.add_input(n.name, n.shape, n.dtype)
+            new_feeds[n.name] = feeds[n.name]
+        elif n.op == "weight":
+            if readers.get(i) or i in graph.outputs:  # else only pre-computed operators read it
+                ids[i] = out.add_weight(n.name, n.shape, n.dtype)
+                new_feeds[n.name] = feeds[n.name]
+        elif i in values:
+            name = f"frozen_{i}"
+            ids[i] = out.add_weight(name, n.shape, n.dtype)
+            new_feeds[name] = values[i]
+        elif n.op == "split" and not n.constant:
+            ids[i] = ids[n.inputs[0]]  # its halves become slices (below)
+        elif n.op in ("split_0", "split_1") and not n.constant:
+            # TASO's split cuts where a concat joined (shape analysis); with that concat
+            # pre-computed into a weight, the cut is written as the slice it is.
+            src = graph.nodes[graph.nodes[n.inputs[0]].inputs[0]]
+            axis = int(graph.nodes[n.inputs[0]].params["axis"])
+            k = graph.nodes[i].shape[axis]
+            lo, hi = (0, k) if n.op == "split_0" else (src.shape[axis] - k, src.shape[axis])
+            ids[i] = out.add_node(
+                "slice",
+                {"starts": [lo], "ends": [hi], "axes": [axis], "steps": [1]},
+                [ids[n.inputs[0]]],
+                n.name,
+            )
+        elif not n.constant:
+            ids[i] = out.add_node(n.op, n.params, [ids[j] for j in n.inputs], n.name)
+    out.outputs = [ids[i] for i in graph.outputs]
+    return out, new_feeds
+
+
+def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget_s: float):
+    """One zoo model: optimised with its own front end's rules (TASO's) under
+    ``cost_model``, then the input and the program kept, weight-only operators
+    pre-computed (:func:`freeze`), printed as HLO (weights as entry parameters) and timed
+    side by side on XLA CPU with an A/A. Returns an ``HloRow`` as a dict; never raises."""
+    import statistics
+    import traceback
+    from dataclasses import asdict
+
+    import tensat_py
+    from tensat_py.bench_hlo import HloRow, _rel_err
+    from tensat_py.frontends.hlo import dumps, entry_leaves
+    from tensat_py.runtime import numpy_exec, timing
+    from tensat_py.runtime.protocol import _xla_runnable
+
+    row = HloRow(f"zoo_{name}.hlo")
+    try:
+        g = tensat_py.load(name)
+        row.ops_before = g.num_operators()
+        t0 = time.perf_counter()
+        res = tensat_py.optimize(g, cost_model=cost_model, device=device, time_limit=time_limit)
+        row.verify_s = float(res.stats.get("phase_seconds", {}).get("verification", 0.0))
+        row.opt_s = time.perf_counter() - t0 - row.verify_s
+        row.ops_after, row.enodes = res.graph.num_operators(), int(res.stats.get("enodes") or 0)
+        row.extraction = res.extraction_status
+        row.predicted = res.cost_before / res.cost_after if res.cost_after else math.nan
+        row.cost_model = f"{res.cost_model}/{res.device}"
+        row.verify_runner = res.verify.runner if res.verify else ""
+        feeds = numpy_exec.random_feeds(g, seed=1)
+        runs = []
+        for prog in (g, res.graph, g):
+            fg, ff = freeze(prog, feeds)
+            text = dumps(fg)
+            runs.append(_xla_runnable(text, [ff[n] for n in entry_leaves(fg)]))
+        outs = [r() for r in runs[:2]]
+        a = [o[0] for o in outs[0]]
+        b = [o[0] for o in outs[1]]
+        row.max_rel_err = _rel_err(a, b)
+        warm = timing.rotating(runs, rounds=1, warmup=1)
+        per = max(sum(t[0] for t in warm), 1e-6)
+        times = timing.rotating(runs, rounds=max(10, min(200, int(budget_s / per))), warmup=0)
+        row.run_ms_orig, row.run_ms_opt, row.run_ms_orig2 = (
+            statistics.median(t) * 1e3 for t in times
+        )
+        row.ratio = timing.paired_ratio(times[0], times[1])
+        row.aa = timing.paired_ratio(times[0], times[2])
+    except Exception as e:  # a failure row
+        row.status = "failed"
+        row.reason = (
+            f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200]
+        )
+        traceback.print_exc()
+    return asdict(row)
 
 
 def _geomean(xs: list[float]) -> float:
@@ -139,7 +257,7 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from tensat_py.bench_hlo import HloBenchConfig, run_hlo_bench
+    from tensat_py.bench_hlo import HloBenchConfig, HloRow, run_hlo_bench
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "xla_bench.md")
@@ -154,12 +272,27 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--only", default="", help="comma-separated substrings of module names")
     a = p.parse_args(argv)
     layers = [int(x) for x in a.layers.split(",") if x]
-    files = gather(a.work, layers, not a.no_zoo, not a.no_shared)
+    files = gather(a.work, layers, not a.no_shared)
+    zoo = [] if a.no_zoo else list(ZOO)
     if a.only:
-        files = [f for f in files if any(s in f.name for s in a.only.split(","))]
+        keep = a.only.split(",")
+        files = [f for f in files if any(k in f.name for k in keep)]
+        zoo = [z for z in zoo if any(k in f"zoo_{z}.hlo" for k in keep)]
     t0 = time.perf_counter()
     rows: dict[str, list] = {}
     for m in a.cost_models.split(","):
+        device = "cpu" if m == "xla" else "t4"
+        rows[m] = []
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            for z in zoo:
+                fut = pool.submit(bench_zoo, z, m, device, a.time_limit, a.budget)
+                try:
+                    d = fut.result(timeout=900)
+                except Exception as e:  # a killed worker, a time-out
+                    d = asdict(HloRow(f"zoo_{z}.hlo", "failed", f"{type(e).__name__}: {e}"[:200]))
+                rows[m].append(HloRow(**d))
+                print(m, d["module"], d["status"], d["reason"], flush=True)
         cfg = HloBenchConfig(
             folder=a.work / "modules",
             files=files,
@@ -169,10 +302,13 @@ def main(argv: list[str] | None = None) -> None:
             node_limit=None,
             budget_s=a.budget,
             cost_model=m,
-            device="cpu" if m == "xla" else "t4",
+            device=device,
             command=f"xla_bench {m}",
         )
-        rows[m] = run_hlo_bench(cfg, progress=False, on_row=lambda r: print(r.module, r.status))
+        if files:
+            rows[m] += run_hlo_bench(
+                cfg, progress=False, on_row=lambda r: print(r.module, r.status, flush=True)
+            )
     command = "python bench/xla_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
     a.out.write_text(report(rows, command.strip(), time.perf_counter() - t0) + "\n")
     print(f"wrote {a.out}")
