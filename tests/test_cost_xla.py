@@ -227,3 +227,36 @@ def test_past_the_measuring_deadline_figures_are_estimated(quick) -> None:
     model.measure_until(time.monotonic() - 1.0)
     cost = model.node_cost("matmul", {"act": 0}, [(64, 128), (128, 32)], (64, 32))
     assert cost > 0 and model.measured == 0 and model.estimated >= 1
+
+
+def test_measuring_the_input_s_regions_stops_at_the_deadline(fake_clock, monkeypatch) -> None:
+    """A region can take far longer to measure than REGION_SECONDS (a large convolution):
+    pricing the input whole stops once the deadline passes, and every program of that
+    optimisation is priced operator by operator instead (a 60 s optimisation of an
+    EfficientNet module once measured regions for 15 minutes)."""
+    import time
+
+    slow = xla.XlaBackend.time_module
+
+    def slower(self, text, args):
+        time.sleep(0.05)
+        return slow(self, text, args)
+
+    monkeypatch.setattr(xla.XlaBackend, "time_module", slower)
+    monkeypatch.setattr(xla, "REGION_SECONDS", 0.0)  # the estimate lets it start
+    model = xla.XlaCostModel()
+    g = Graph()
+    x, w = g.add_input("x", (64, 256), "float32"), g.add_input("w", (256, 8), "float32")
+    contract = {"lhs_batch": [], "rhs_batch": [], "lhs_contract": [1], "rhs_contract": [0]}
+    d = g.add_node("dot_general", contract, [g.add_node("exp", {}, [x]), w])
+    g.outputs = [g.add_node("exp", {}, [d])]  # a fusion, a dot, a fusion
+    from tensat_py.frontends.hlo import dumps
+    from tensat_py.runtime import xla_exec
+
+    xla_exec.compile_text(dumps(g))  # compiled (and cached) and calibrated before the clock
+    model.overhead(), model.dispatch()
+    model.measure_until(time.monotonic() + 0.03)
+    t0 = time.monotonic()
+    cost = model.graph_cost(g)
+    assert cost > 0 and model._whole is False
+    assert time.monotonic() - t0 < 5.0

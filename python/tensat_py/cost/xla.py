@@ -602,8 +602,9 @@ class XlaCostModel(OpCostModel):
         The regions missing from the cache are measured past the measuring deadline too
         (the decision needs whole programs), except for the ``first`` program priced
         after :meth:`measure_until` (the input): when measuring its missing regions, at
-        about :data:`REGION_SECONDS` each, would overrun the deadline, it raises and
-        :meth:`graph_cost` prices every program of that optimisation node by node.
+        about :data:`REGION_SECONDS` each, would overrun the deadline, or once measuring
+        them has run past it, it raises and :meth:`graph_cost` prices every program of
+        that optimisation node by node.
 
         Raises:
             ValueError: XLA rejected the module, a region could not run alone, or (with
@@ -631,6 +632,10 @@ class XlaCostModel(OpCostModel):
         overhead, dispatch = self.overhead(), self.dispatch()
         total = 0.0
         for job in jobs:
+            if first and job.signature not in self._raw and not self._may_measure():
+                # A region can take far longer than REGION_SECONDS (a large convolution):
+                # the input's regions stop at the deadline, not after all of them.
+                raise ValueError("xla: the program's regions ran past the measuring deadline")
             t = self._take(job, ignore_deadline=True)
             assert t is not None
             total += max(t - overhead, 0.0) + dispatch
