@@ -39,7 +39,7 @@ from tensat_py.graph import Graph
 from tensat_py.progress import PhaseDisplay
 from tensat_py.regions import Partition, partition, stitch
 from tensat_py.result import OptimizeResult, model_name
-from tensat_py.verify import Reference, VerifyReport, reference
+from tensat_py.verify import Reference, VerificationError, VerifyReport, reference
 from tensat_py.verify import verify as verify_graphs
 
 if TYPE_CHECKING:
@@ -419,7 +419,13 @@ def explore_extract_regions(run: Run, part: Partition) -> None:
             piece.candidate, piece.cost = sub, run.model.graph_cost(sub)
         if run.verify and not _same_program(sub, piece.candidate):
             with run.budget.phase("verification"), run.display.phase("verification"):
-                report = verify_graphs(sub, piece.candidate, seed=0, dtype="float64")
+                try:
+                    report = verify_graphs(sub, piece.candidate, seed=0, dtype="float64")
+                except VerificationError as e:
+                    # The runner cannot run the region alone (an HLO region whose opaque
+                    # instructions call computations of the source module): not verified,
+                    # so not kept.
+                    report = VerifyReport(math.inf, math.inf, False, 0.0, f"not checked: {e}")
             if not report.passed:  # that class keeps its region as it was
                 piece.candidate, piece.cost = sub, run.model.graph_cost(sub)
                 first = part.classes[k][0]
