@@ -580,6 +580,18 @@ def _hlo_gather(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
     return _hlo_take(w, ins[0], x, axis, ind)
 
 
+def _linear_taps(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Linear resizing of one axis from ``n_in`` to ``n_out`` samples, ONNX ``Resize``'s
+    ``half_pixel`` coordinates: output ``j`` reads input ``(j + 0.5) * n_in / n_out -
+    0.5`` clamped to ``[0, n_in - 1]``. Returns the lower and upper source indices
+    (int64, ``[n_out]``) and the upper one's weight (float64, ``[n_out]``), which
+    :func:`_resize` and its HLO form share."""
+    src = (np.arange(n_out, dtype=np.float64) + 0.5) * (n_in / n_out) - 0.5
+    src = np.clip(src, 0.0, n_in - 1)
+    i0 = np.floor(src).astype(np.int64)
+    return i0, np.minimum(i0 + 1, n_in - 1), src - i0
+
+
 def _hlo_resize(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
     """Axis by axis, as ``evaluate``: ``nearest`` a ``gather`` of positions
     ``floor(d * in / out)``; ``linear`` two ``gather``s (the taps ``i0``, ``i1`` at
@@ -610,11 +622,7 @@ def _hlo_resize(w: Any, ctx: OpContext, ins: Sequence[str]) -> str:
     for ax, (n_in, n_out) in enumerate(zip(x.shape, sizes, strict=True)):
         if n_in == n_out:
             continue
-        src = (np.arange(n_out, dtype=np.float64) + 0.5) * (n_in / n_out) - 0.5
-        src = np.clip(src, 0.0, n_in - 1)
-        i0 = np.floor(src).astype(np.int64)
-        i1 = np.minimum(i0 + 1, n_in - 1)
-        frac = src - i0
+        i0, i1, frac = _linear_taps(n_in, n_out)
         a = _hlo_take(w, cur, t, ax, i0.tolist())
         b = _hlo_take(w, cur, t, ax, i1.tolist())
         t = TensorType(tuple(n_out if i == ax else d for i, d in enumerate(t.shape)), work)
@@ -1525,13 +1533,10 @@ def _resize(ctx: OpContext, args: Sequence[Any]) -> np.ndarray:
     for ax, (n_in, n_out) in enumerate(zip(x.shape, sizes, strict=True)):
         if n_in == n_out:
             continue
-        src = (np.arange(n_out, dtype=np.float64) + 0.5) * (n_in / n_out) - 0.5
-        src = np.clip(src, 0.0, n_in - 1)
-        i0 = np.floor(src).astype(np.int64)
-        i1 = np.minimum(i0 + 1, n_in - 1)
+        i0, i1, frac = _linear_taps(n_in, n_out)
         shape = [1] * y.ndim
         shape[ax] = n_out
-        wt = (src - i0).reshape(shape)
+        wt = frac.reshape(shape)
         y = np.take(y, i0, axis=ax) * (1.0 - wt) + np.take(y, i1, axis=ax) * wt
     if not _is_float(dt):
         y = np.rint(y)
