@@ -558,3 +558,29 @@ def test_a_module_cut_into_regions_around_called_computations_optimises() -> Non
     r = tensat_py.optimize(g, time_limit=60)
     assert r.stats.get("regions") and r.verify is not None and r.verify.passed
     assert r.stats["total_seconds"] <= 60 * 1.2
+
+
+def test_hlo_dot_merge_runs_two_dots_of_one_lhs_as_one_dot(tmp_path: Path) -> None:
+    # Two dots of x (a q/k-style pair, as jax.jit lowers `(x @ a, x @ b)`): the multi-pattern
+    # rule hlo-dot-merge adds one dot over concat(a, b) whose halves split takes back.
+    import jax
+    from tensat_py import _core
+    from tensat_py.pipeline import load_rules
+
+    args = [np.ones((4, 8), np.float32), np.ones((8, 16), np.float32)]
+    text = jax.jit(lambda x, a, b: (x @ a, x @ b)).lower(args[0], args[1], args[1])
+    src = tmp_path / "two_dots.hlo"
+    src.write_text(text.as_text(dialect="hlo"))
+    eg = _core.EGraph(tensat_py.load(src).to_flat())
+    eg.saturate(load_rules("hlo"), k_multi=1, node_limit=5000, iter_limit=3, time_limit=5.0)
+    ex = eg.export()
+    ops = [op.split()[0] for op in ex["node_op"]]
+    in_class: dict[int, set[str]] = {}
+    for op, c in zip(ops, ex["node_eclass"], strict=True):
+        in_class.setdefault(c, set()).add(op)
+    merged = [
+        i
+        for i, op in enumerate(ops)
+        if op == "dot_general" and "concat" in in_class[ex["node_children"][i][1]]
+    ]
+    assert merged and {"split_0", "split_1"} <= set(ops)

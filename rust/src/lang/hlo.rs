@@ -136,22 +136,24 @@ fn dot_general(a: &Operands) -> Result<Data, String> {
     if lb.iter().any(|x| lc.contains(x)) || rb.iter().any(|x| rc.contains(x)) {
         return Err("an axis is both batch and contracting".into());
     }
-    let mut shape: Vec<usize> = lb.iter().map(|i| l.shape[*i]).collect();
-    shape.extend(
+    // Output axes: lhs batch, lhs free, rhs free; each keeps the split positions a concat
+    // left on the axis it comes from (so `split` can take a merged dot apart, as for
+    // TASO's matmul: Tensat section 3).
+    let mut from: Vec<(&Tensor, usize)> = lb.iter().map(|i| (l, *i)).collect();
+    from.extend(
         (0..l.shape.len())
             .filter(|i| !lb.contains(i) && !lc.contains(i))
-            .map(|i| l.shape[i]),
+            .map(|i| (l, i)),
     );
-    shape.extend(
+    from.extend(
         (0..r.shape.len())
             .filter(|i| !rb.contains(i) && !rc.contains(i))
-            .map(|i| r.shape[i]),
+            .map(|i| (r, i)),
     );
-    Ok(Data::Tensor(Tensor::of(
-        l.dtype,
-        shape,
-        l.constant && r.constant,
-    )))
+    let shape = from.iter().map(|(t, i)| t.shape[*i]).collect();
+    let mut t = Tensor::of(l.dtype, shape, l.constant && r.constant);
+    t.splits = from.iter().map(|(x, i)| x.splits[*i].clone()).collect();
+    Ok(Data::Tensor(t))
 }
 
 /// The axes a `dim_labels` string names: `(batch, feature, spatial...)` of the input,
@@ -403,6 +405,13 @@ fn concatenate(a: &Operands) -> Result<Data, String> {
 #[cfg(test)]
 mod tests {
     use crate::lang::testing::{error, shape};
+
+    #[test]
+    fn dot_general_keeps_the_split_positions_of_a_concatenated_rhs() {
+        let m = "(split_1 (split 1 (dot_general (input x@4_2) \
+                 (concat 1 2 (weight a@2_3) (weight b@2_5)) [] [] [1] [0])))";
+        assert_eq!(shape(m), vec![4, 5]);
+    }
 
     #[test]
     fn dot_general_orders_batch_then_free_axes() {
