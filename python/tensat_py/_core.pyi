@@ -70,7 +70,12 @@ class RuleSet:
     def load(path: str) -> RuleSet: ...
     @staticmethod
     def constant_folding() -> RuleSet:
-        """The built-in constant-folding rules (RLO's ``cprop_*``) on scalar literals."""
+        """The built-in constant-folding rules (RLO's ``cprop_*``: arithmetic, comparisons,
+        log and exp) on scalar literals."""
+    @staticmethod
+    def knossos_binding() -> RuleSet:
+        """RLO's ``cse_bind`` for lets of two names: ``(let x e (let y e b))`` becomes
+        ``(let x e (let y x b))``, the variable's type a computed leaf."""
     @staticmethod
     def layout() -> RuleSet:
         """The built-in layout rules (``se-gate-upsample``, ``se-gate-upsample-l``): a

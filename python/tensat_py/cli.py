@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -203,6 +204,14 @@ def main(ctx: click.Context) -> None:
     help="Write the optimised program; the suffix picks the format (.onnx: zoo and .model "
     "graphs get random weights).",
 )
+@click.option(
+    "--prelude",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Knossos .ks only: a .ks file whose defs and edefs the program calls (knossos-ksc's "
+    "src/runtime/prelude.ks); it types the calls, the evaluator runs its defs and RLO's cost "
+    "model prices them; never optimised or written (default: $TENSAT_KS_PRELUDE).",
+)
 @input_shape_option()
 def optimize(
     target: str,
@@ -230,6 +239,7 @@ def optimize(
     input_shape: tuple[str, ...] = (),
     cost_model: str | None = None,
     all_orders: bool = False,
+    prelude: str | None = None,
 ) -> None:
     """Optimise TARGET: a zoo name (bert, nasrnn, nasneta, resnext50, inceptionv3,
     squeezenet, vgg19, resnet50), a TASO .model graph, an .onnx model, an XLA .hlo module
@@ -270,23 +280,15 @@ def optimize(
         if output:
             for_path(output)  # an unsupported suffix fails before the work
         shapes = input_shapes(input_shape)
+        load_options: dict[str, Any] = {"input_shapes": shapes} if shapes else {}
+        if prelude is not None:
+            if Path(target).suffix.lower() not in (".ks", ".kso"):
+                raise ValueError(f"--prelude: only Knossos .ks programs take one, not {target}")
+            if not Path(prelude).is_file():
+                raise FileNotFoundError(f"--prelude: no file {prelude!r}")
+            load_options["prelude"] = prelude
         with budget.phase("load"):
-            graph = (
-                tensat_py.load(target, input_shapes=shapes) if shapes else tensat_py.load(target)
-            )
-        if getattr(graph, "meta", {}).get("frontend") == "knossos":
-            _optimize_ks(
-                graph,
-                rules,
-                node_limit,
-                iter_limit,
-                time_limit,
-                no_verify,
-                as_json,
-                output,
-                policy,
-            )
-            return
+            graph = tensat_py.load(target, **load_options)
         result = tensat_py.optimize(
             graph,
             rules=rules,
@@ -323,6 +325,9 @@ def optimize(
         return
     except USER_ERRORS as e:
         _fail(_one_line(e))
+        return
+    if result.defs:  # a program of functions (Knossos)
+        _print_functions(result, as_json, output)
         return
     opaque = _opaque_ops(result.graph)
     fixed = graph.meta.get(FIXED_DIMS, {})
@@ -370,48 +375,36 @@ def _count_save(result: Any, budget: Any) -> None:
     }
 
 
-def _optimize_ks(
-    prog: Any,
-    rules: str | None,
-    node_limit: int | None,
-    iter_limit: int,
-    time_limit: float,
-    no_verify: bool,
-    as_json: bool,
-    output: str | None,
-    policy: str = "default",
-) -> None:
-    """``tensat optimize prog.ks``: every def, RLO cost model, Knossos rule files
-    (``--policy astar``: then A* with the learned value function, kept where cheaper)."""
-    import tensat_py
-    from tensat_py.frontends.knossos import optimize_program
-
-    if policy == "astar":
-        from tensat_py.policies.astar import optimize_ks_program as optimize_program
-    res = optimize_program(
-        prog,
-        rules=rules,
-        node_limit=min(node_limit or 20_000, 20_000),
-        iter_limit=iter_limit,
-        time_limit=min(time_limit, 8.0),
-        verify=not no_verify,
-    )
-    if output:
-        tensat_py.save(res.program, output)
+def _print_functions(result: Any, as_json: bool, output: str | None) -> None:
+    """``tensat optimize prog.ks``: the result of the pipeline's function stage, one row
+    per def (costs in the cost model's unit, RLO cost units, predicted)."""
     if as_json:
-        click.echo(json.dumps(res.to_json()))
+        click.echo(json.dumps(result.to_json()))
         return
-    table = Table(title="tensat optimize (Knossos; costs in RLO cost units, predicted)")
+    table = Table(
+        title=f"tensat optimize (Knossos; costs in {result.unit}, predicted by {result.basis})"
+    )
     for col in ("def", "cost before", "cost after", "status", "seconds"):
         table.add_column(col)
-    for d in res.defs:
+    for d in result.defs:
         table.add_row(
             d.name, f"{d.cost_before:.1f}", f"{d.cost_after:.1f}", d.status, f"{d.seconds:.2f}"
         )
-    table.add_row("total", f"{res.cost_before:.1f}", f"{res.cost_after:.1f}", "", "")
-    Console().print(table)
+    table.add_row("total", f"{result.cost_before:.1f}", f"{result.cost_after:.1f}", "", "")
+    console = Console()
+    console.print(table)
+    counts = ", ".join(f"{n} {k}" for k, n in result.stats.get("functions", {}).items())
+    before, after = result.cost_before, result.cost_after
+    drop = f" ({(after - before) / before * 100:+.1f} %)" if before > 0 else ""
+    console.print(
+        f"predicted cost {before:.1f} -> {after:.1f} {result.unit}{drop} ({result.basis}); "
+        f"defs: {counts}; {result.stats['total_seconds']:.1f} s",
+        highlight=False,
+    )
+    if result.verify is not None:
+        console.print(f"verification ({result.verify.runner}): {result.verify.message}")
     if output:
-        Console().print(f"wrote {output}")
+        console.print(f"wrote {output}")
 
 
 def _opaque_ops(graph: Any) -> dict[str, int]:

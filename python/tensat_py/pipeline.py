@@ -139,12 +139,16 @@ def load_rules(
     return _load_rules_cached(str(path.resolve()), path.stat().st_mtime)
 
 
-def _as_graph(graph: Any) -> Graph:
-    """``graph`` itself, or the program a zoo name or file path names (``tensat_py.load``).
+def _as_graph(graph: Any) -> Any:
+    """``graph`` itself, or the program a zoo name or file path names (``tensat_py.load``):
+    a :class:`Graph`, or a program made of functions (a Knossos ``KsProgram``) whose front
+    end has a function stage (:mod:`tensat_py.def_phases`).
 
     Raises:
         TypeError: anything else (names the type and says to call ``tensat_py.load``).
     """
+    from tensat_py.frontends import defaults_for
+
     if isinstance(graph, Graph):
         return graph
     if isinstance(graph, str | Path):
@@ -153,12 +157,9 @@ def _as_graph(graph: Any) -> Graph:
         graph = load(str(graph))
         if isinstance(graph, Graph):
             return graph
-    if type(graph).__name__ == "KsProgram":
-        raise TypeError(
-            "optimize() takes tensor programs; a Knossos program is optimised def by def "
-            "with tensat_py.frontends.knossos.optimize_program(prog) or `tensat optimize "
-            "prog.ks`"
-        )
+    fe = defaults_for(graph)
+    if fe is not None and fe.functions is not None:
+        return graph
     raise TypeError(
         f"optimize() takes a Graph, a zoo model name or a file path, got "
         f"{type(graph).__name__}; build one with tensat_py.builder or tensat_py.load(...)"
@@ -215,7 +216,11 @@ def optimize(
 
     Args:
         graph: the program; a zoo model name (``"bert"``) or a file path is loaded with
-            :func:`tensat_py.load` first.
+            :func:`tensat_py.load` first. A program made of functions (a Knossos ``.ks``
+            program, ``KsProgram``) goes through the function stage
+            (:mod:`tensat_py.def_phases`: call-graph order, per function exploration,
+            extraction under RLO's cost model, hoisting, verification by the Knossos
+            evaluator, within ``time_limit``); ``result.defs`` then lists the functions.
         rules: rule file name (``"taso"``), path, parsed ``RuleSet``, or several
             (``"taso+tensor"``, a list); see :func:`load_rules`. Default: the rules of
             the front end that loaded ``graph`` (``Graph.meta["frontend"]``,
@@ -338,6 +343,21 @@ def optimize(
     else:
         with budget.phase("load"):
             graph = _as_graph(graph)
+    if not isinstance(graph, Graph):  # a program of functions (Knossos)
+        return _optimize_functions(
+            graph,
+            rules=rules,
+            node_limit=node_limit,
+            iter_limit=iter_limit,
+            time_limit=time_limit,
+            cost_model=cost_model,
+            device=device,
+            verify=verify,
+            policy=policy,
+            confirm=confirm,
+            dump_egraph=dump_egraph,
+            budget=budget,
+        )
     if isinstance(policy, str) and policy != "default":
         kw = {k: v for k, v in locals().items() if k not in ("graph", "policy", "budget")}
         from tensat_py.policies.run import optimize_with_policy
@@ -390,3 +410,77 @@ def optimize(
     phases.decide(run)
     phases.confirm(run, confirm)
     return phases.result(run, time_limit)
+
+
+def _optimize_functions(
+    program: Any,
+    *,
+    rules: Any,
+    node_limit: int | None,
+    iter_limit: int,
+    time_limit: float,
+    cost_model: Any,
+    device: str,
+    verify: bool,
+    policy: str | Any,
+    confirm: Any,
+    dump_egraph: Any,
+    budget: Budget,
+) -> OptimizeResult:
+    """:func:`optimize` for a program made of functions: the function stage
+    (:func:`tensat_py.def_phases.optimize_functions`) with the front end's rules and cost
+    model; ``policy="astar"`` then searches each function's rewrites with A*
+    (:func:`tensat_py.policies.astar.optimize_ks_program`).
+
+    Raises:
+        ValueError: an option that does not apply to a program of functions (``confirm``:
+            no runtime runs them; ``dump_egraph``: one e-graph per function; a cost model
+            that prices tensor graphs, not terms).
+    """
+    from tensat_py.def_phases import optimize_functions
+    from tensat_py.frontends import defaults_for
+
+    fe = defaults_for(program)
+    assert fe is not None and fe.functions is not None
+    if confirm:
+        raise ValueError(
+            f"confirm: no runtime runs {fe.name} programs here; their speedups are predicted "
+            f"by the {fe.default_cost_model} cost model (leave confirm off)"
+        )
+    if dump_egraph:
+        raise ValueError(
+            f"dump_egraph: a {fe.name} program is explored one function at a time, in one "
+            "e-graph each; there is no single e-graph to write"
+        )
+    if isinstance(policy, str) and policy not in ("default", "astar"):
+        raise ValueError(f"policy: {fe.name} programs take 'default' or 'astar', got {policy!r}")
+    if isinstance(policy, str) and policy == "astar":
+        from tensat_py.policies.astar import optimize_ks_program
+
+        return optimize_ks_program(
+            program,
+            verify=verify,
+            rules=rules,
+            node_limit=node_limit,
+            iter_limit=iter_limit,
+            time_limit=budget.left(),
+        )
+    with budget.phase("setup"):
+        model = _resolve_cost_model(program, cost_model, device)
+        if not callable(getattr(model, "term_cost", None)):
+            raise ValueError(
+                f"cost_model: {model_name(model)!r} prices tensor graphs; {fe.name} programs "
+                f"are priced term by term ({fe.default_cost_model!r})"
+            )
+        ruleset = load_rules(rules if rules is not None else fe.default_rules)
+        fs = fe.functions(program)
+    return optimize_functions(
+        fs,
+        ruleset=ruleset,
+        model=model,
+        budget=budget,
+        node_limit=node_limit,
+        iter_limit=iter_limit,
+        verify=verify,
+        time_limit=time_limit,
+    )

@@ -93,7 +93,10 @@ class OptimizeResult:
             ``"profile"``, ...; a user object's ``name`` attribute or class name).
         device: the device it priced for (a roofline preset such as ``"t4"``, ``"cpu"``).
         unit: the unit of ``cost_before``, ``cost_after`` and ``candidate_cost``
-            (``"seconds"``).
+            (``"seconds"``; ``"RLO cost units"`` for Knossos programs).
+        defs: for a program made of functions (Knossos ``.ks``), one
+            :class:`tensat_py.def_phases.DefResult` per function, in file order (the costs
+            above are their sums); empty for tensor programs.
 
     ``speedup`` is the cost model's *prediction* for ``device``; a measured speedup, when
     confirmation timed the programs, is ``stats["measured_speedup"]`` with its runtime in
@@ -115,12 +118,16 @@ class OptimizeResult:
     cost_model: str = ""
     device: str = ""
     unit: str = "seconds"
+    defs: list[Any] = field(default_factory=list)
 
     @property
     def speedup(self) -> float:
-        """``cost_before / cost_after`` (1.0 when nothing changed): the speedup the cost
-        model predicts on ``device``, not a measurement."""
-        return self.cost_before / self.cost_after if self.cost_after > 0 else 1.0
+        """``cost_before / cost_after`` (1.0 when nothing changed; ``inf`` when the program
+        costs nothing after, as an RLO term that folds to a variable does; ``null`` in
+        JSON): the speedup the cost model predicts on ``device``, not a measurement."""
+        if self.cost_after > 0:
+            return self.cost_before / self.cost_after
+        return math.inf if self.cost_before > 0 else 1.0
 
     @property
     def basis(self) -> str:
@@ -142,8 +149,9 @@ class OptimizeResult:
         and its 95 % ``speedup_interval``, ``rounds``, ``aa`` (input / a second copy of the
         input: the timing noise) and its ``aa_interval``, ``input_ms``, ``candidate_ms``
         (median latencies, milliseconds); status, message, the candidate's cost, status and
-        verification report (``verify``: ``passed``, ``runner``, errors, ``message``) and
-        every statistic (non-finite numbers as ``null``)."""
+        verification report (``verify``: ``passed``, ``runner``, errors, ``message``),
+        every statistic (non-finite numbers as ``null``) and, for a program of functions,
+        ``defs`` (each function's name, costs, status, seconds and message)."""
         measured = None
         if "measured_speedup" in self.stats:
             measured = {
@@ -158,7 +166,7 @@ class OptimizeResult:
                 "input_ms": self.stats.get("measured_input_ms"),
                 "candidate_ms": self.stats.get("measured_candidate_ms"),
             }
-        return finite(
+        out = finite(
             {
                 "cost_model": self.cost_model,
                 "device": self.device,
@@ -176,6 +184,9 @@ class OptimizeResult:
                 "verify": report_json(self.verify),
             }
         )
+        if self.defs:
+            out["defs"] = finite([d.to_json() for d in self.defs])
+        return out
 
 
 def model_name(model: Any) -> str:
@@ -190,9 +201,13 @@ def prediction_basis(cost_model: str, device: str) -> str:
 
     >>> prediction_basis("profile", "cpu")
     'profile cost model, device cpu'
+    >>> prediction_basis("rlo", "")
+    'rlo cost model, no device'
     """
     from tensat_py.cost.roofline import PRESETS
 
+    if not device:
+        return f"{cost_model} cost model, no device"
     preset = PRESETS.get(device) if cost_model == "roofline" else None
     where = f"{device} ({preset.title})" if preset is not None else device
     return f"{cost_model} cost model, device {where}"

@@ -952,7 +952,8 @@ def _check_rule(
         return res
     from tensat_py.rules_check_ks import check_ks_rule, is_knossos_rule
 
-    if is_knossos_rule(sources, targets):
+    # A rule of a Knossos rule file is a Knossos rule, its scalar arithmetic included.
+    if is_knossos_rule(sources, targets) or file.rsplit("/", 1)[-1].startswith("knossos_"):
         return check_ks_rule(
             ruleset, index, described, sources, targets, res,
             samples=samples, attempts=attempts, seed=seed,

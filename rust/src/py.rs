@@ -245,6 +245,15 @@ impl RuleSet {
         }
     }
 
+    /// RLO's `cse_bind` for lets of two names (`rules::binding_rules`): renames the inner
+    /// variable to the outer, whose type a computed leaf supplies.
+    #[staticmethod]
+    fn knossos_binding() -> RuleSet {
+        RuleSet {
+            inner: rules::binding_rules(),
+        }
+    }
+
     /// The built-in layout rules (`rules::layout_rules`, the rule set `layout`):
     /// `se-gate-upsample` and `se-gate-upsample-l` write a squeeze-excite gate's broadcast
     /// product `(mul ?x ?g)`, `?x` `[N, C, H, W]` and `?g` `[N, C, 1, 1]`, with the gate

@@ -41,6 +41,9 @@ class Frontend:
         device_cost_models: ``(device, cost model)`` pairs overriding
             ``default_cost_model`` on that device (HLO on ``"cpu"``: ``"xla"``, the
             measured model of the runtime the program came from).
+        functions: for a format whose programs are made of functions (Knossos), a
+            factory ``functions(program)`` of the object the pipeline's function stage
+            optimises them through (:mod:`tensat_py.def_phases`); None for tensor programs.
     """
 
     name: str
@@ -51,6 +54,7 @@ class Frontend:
     default_cost_model: str = "roofline"
     min_gain: float = 0.0
     device_cost_models: tuple[tuple[str, str], ...] = ()
+    functions: Callable[[Any], Any] | None = None
 
     def cost_model_for(self, device: str) -> str:
         """The cost model ``optimize`` uses for this format's programs on ``device``.
@@ -93,9 +97,9 @@ def for_path(path: str | Path) -> Frontend:
     raise ValueError(f"{path}: unsupported file type {suffix!r} (expected {', '.join(known)})")
 
 
-def defaults_for(graph: Graph) -> Frontend | None:
-    """The front end ``graph`` was loaded by (``Graph.meta["frontend"]``), if any."""
-    name = graph.meta.get("frontend")
+def defaults_for(graph: Any) -> Frontend | None:
+    """The front end ``graph`` was loaded by (its ``meta["frontend"]``), if any."""
+    name = getattr(graph, "meta", {}).get("frontend")
     return frontends().get(name) if isinstance(name, str) else None
 
 
@@ -117,6 +121,12 @@ def _save_onnx(graph: Graph, path: Any, *, source: Graph | None = None) -> Path:
     src = source if source is not None else graph
     weights = None if "onnx" in src.meta else "random"
     return save(graph, path, source=source, weights=weights)
+
+
+def _ks_functions(prog: Any) -> Any:
+    from tensat_py.frontends.knossos.functions import KsFunctions
+
+    return KsFunctions(prog)
 
 
 def _load_ks(path: Any, **options: Any) -> Any:
@@ -146,6 +156,12 @@ def _save_hlo(graph: Graph, path: Any, *, source: Graph | None = None) -> Path:
 _loaded = False
 
 
+def _ks_default_rules() -> str:
+    from tensat_py.frontends.knossos import DEFAULT_RULES
+
+    return DEFAULT_RULES
+
+
 def _load() -> None:
     global _loaded
     if _loaded:
@@ -172,8 +188,9 @@ def _load() -> None:
             (".ks", ".kso"),
             _load_ks,
             _save_ks,
-            "knossos_simplify+knossos_binding",
+            _ks_default_rules(),
             "rlo",
+            functions=_ks_functions,
         )
     )
     register(

@@ -30,6 +30,7 @@ _SUMMARIES = {
     "if": "then if cond else else",
     "assert": "body, after checking cond",
     "call": "a call of a user or prelude function",
+    "ks_opaque": "an untranslated sub-term over its operands (kept by key, raised as written)",
 }
 
 

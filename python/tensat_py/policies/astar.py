@@ -463,10 +463,15 @@ def optimize_ks_program(
     **eqsat: Any,
 ) -> Any:
     """``tensat optimize prog.ks --policy astar``: every def by equality saturation (the
-    Knossos front end's ``optimize_program``, options ``eqsat``), then by A* over rewrite
-    sequences with ``value`` (default: the shipped learned value function, else the
-    untrained one); a def keeps A*'s body only when it is cheaper and, with ``verify``,
-    evaluates like the original. Never worse than equality saturation alone."""
+    pipeline's function stage, :func:`tensat_py.optimize` with options ``eqsat``), then by
+    A* over rewrite sequences with ``value`` (default: the shipped learned value function,
+    else the untrained one); a def keeps A*'s body only when it is cheaper and, with
+    ``verify``, evaluates like the original. Never worse than equality saturation alone.
+
+    Returns:
+        the pipeline's :class:`tensat_py.result.OptimizeResult`, with the defs A* improved
+        marked ``"astar"`` in ``defs`` and ``cost_after`` summed again.
+    """
     from dataclasses import replace
 
     from tensat_py import _core
@@ -476,19 +481,18 @@ def optimize_ks_program(
         _inline_rules,
         evaluate,
         function_costs,
-        optimize_program,
     )
     from tensat_py.frontends.knossos.lower import Untranslatable, lower, raise_term, signatures
     from tensat_py.frontends.knossos.syntax import Def, Program
-    from tensat_py.pipeline import load_rules
+    from tensat_py.pipeline import load_rules, optimize
 
-    res = optimize_program(prog, verify=verify, **eqsat)
+    res = optimize(prog, verify=verify, **{k: v for k, v in eqsat.items() if v is not None})
     if value is None:
         try:
             value = LearnedValue.load()
         except (ImportError, FileNotFoundError):
             value = ZeroValue()
-    p = res.program.program
+    p = res.graph.program
     orig = prog.program
     sigs = signatures(orig)
     costs = function_costs(orig)
@@ -500,10 +504,10 @@ def optimize_ks_program(
         else base
     )
     items = list(p.items)
-    by_name = {d.name: i for i, d in enumerate(orig.items) if isinstance(d, Def)}
+    defs = [i for i, d in enumerate(orig.items) if isinstance(d, Def)]
     for k, r in enumerate(res.defs):
-        i = by_name.get(r.name)
-        if i is None or r.status == "untranslatable":
+        i = defs[k]
+        if r.status in ("untranslatable", "unpriced"):
             continue
         item = orig.items[i]
         try:
@@ -524,5 +528,6 @@ def optimize_ks_program(
             continue
         items[i] = new_def
         res.defs[k] = replace(r, cost_after=found.best_cost, status="astar")
-    res.program = KsProgram(Program(items, p.file), dict(res.program.meta))
+    res.graph = KsProgram(Program(items, p.file), dict(res.graph.meta))
+    res.cost_after = sum(d.cost_after for d in res.defs)
     return res

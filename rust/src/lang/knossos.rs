@@ -4,10 +4,16 @@
 //!
 //! Variables are named: `(var x Float)` carries its name and its type (a type symbol,
 //! [`KsType`]'s compact text: `Float`, `Vec<Float>`, `Tuple<Float,Integer>`,
-//! `Lam<Integer,Float>`). Binders (`let`, `lam`) remove their variable from the free
+//! `Tensor2<Float>`, `Unit`, `LM<Float,Float>`, `Lam<Integer,Float>`). Binders (`let`, `lam`) remove their variable from the free
 //! variables of their body; every e-class knows its free variables ([`FreeVars`]), so
 //! rules rewrite under binders soundly with explicit, capture-avoiding substitution
 //! (conditions `free(?x, ?e)` / `not free(?x, ?e)`; see docs/knossos.md).
+//!
+//! `build`, `sumbuild`, `index` and `size` work on `Tensor N` (SYNTAX.md): the index of a
+//! rank-1 tensor is an `Integer`, that of a rank-N tensor a `Tuple` of N `Integer`s.
+//! `(ks_opaque key T operands...)` stands for a sub-term the front end does not translate
+//! (kept by `key` in a side table, raised back as written); its operands are the
+//! translated pieces and the free variables it uses, so that binders stay sound.
 //!
 //! ```
 //! use _core::analysis::{Data, TensorAnalysis};
@@ -36,8 +42,12 @@ pub enum KsType {
     Scalar(DType),
     /// `String`.
     Str,
-    /// `Vec T` (`Tensor 1 T`).
-    Vec(Box<KsType>),
+    /// `Tensor N T` (`Vec T` is `Tensor 1 T`; compact text `Vec<T>`, `Tensor2<T>`...).
+    Tensor(usize, Box<KsType>),
+    /// The empty tuple `()` / `(Tuple)`.
+    Unit,
+    /// A linear map `LM S T` (ksc's derivatives; opaque here).
+    Lm(Box<KsType>, Box<KsType>),
     /// `Tuple T...`.
     Tuple(Vec<KsType>),
     /// `Lam S T`.
@@ -66,6 +76,7 @@ impl KsType {
             "Integer" => Some(KsType::Scalar(DType::I64)),
             "Bool" => Some(KsType::Scalar(DType::Bool)),
             "String" => Some(KsType::Str),
+            "Unit" => Some(KsType::Unit),
             _ => None,
         };
         if let Some(t) = simple {
@@ -84,7 +95,18 @@ impl KsType {
             }
         }
         let t = match (head, args.len()) {
-            ("Vec", 1) => KsType::Vec(Box::new(args.pop()?)),
+            ("Vec", 1) => KsType::Tensor(1, Box::new(args.pop()?)),
+            (h, 1) if h.starts_with("Tensor") => {
+                let n: usize = h["Tensor".len()..].parse().ok()?;
+                if n == 0 {
+                    return None;
+                }
+                KsType::Tensor(n, Box::new(args.pop()?))
+            }
+            ("LM", 2) => {
+                let r = args.pop()?;
+                KsType::Lm(Box::new(args.pop()?), Box::new(r))
+            }
             ("Tuple", _) => KsType::Tuple(args),
             ("Lam", 2) => {
                 let r = args.pop()?;
@@ -93,6 +115,24 @@ impl KsType {
             _ => return None,
         };
         Some((t, rest))
+    }
+
+    /// The index type of a rank-`n` tensor: `Integer`, or a `Tuple` of `n` `Integer`s.
+    pub fn index_of_rank(n: usize) -> KsType {
+        if n == 1 {
+            INTEGER
+        } else {
+            KsType::Tuple(vec![INTEGER; n])
+        }
+    }
+
+    /// The rank `n` of an index type (`Integer` 1, a tuple of `n` `Integer`s `n`).
+    pub fn rank_of_index(&self) -> Option<usize> {
+        match self {
+            t if *t == INTEGER => Some(1),
+            KsType::Tuple(ts) if ts.len() > 1 && ts.iter().all(|t| *t == INTEGER) => Some(ts.len()),
+            _ => None,
+        }
     }
 
     /// The type of analysis data: rank-0 tensors are scalars.
@@ -120,7 +160,7 @@ impl KsType {
     /// `Type.num_elements(assumed_vector_size)`).
     pub fn num_elements(&self, avs: f64) -> f64 {
         match self {
-            KsType::Vec(e) => avs * e.num_elements(avs),
+            KsType::Tensor(n, e) => avs.powi(*n as i32) * e.num_elements(avs),
             KsType::Tuple(ts) => ts.iter().map(|t| t.num_elements(avs)).sum(),
             _ => 1.0,
         }
@@ -135,7 +175,10 @@ impl fmt::Display for KsType {
             KsType::Scalar(DType::Bool) => f.write_str("Bool"),
             KsType::Scalar(d) => f.write_str(d.name()),
             KsType::Str => f.write_str("String"),
-            KsType::Vec(e) => write!(f, "Vec<{e}>"),
+            KsType::Tensor(1, e) => write!(f, "Vec<{e}>"),
+            KsType::Tensor(n, e) => write!(f, "Tensor{n}<{e}>"),
+            KsType::Unit => f.write_str("Unit"),
+            KsType::Lm(a, b) => write!(f, "LM<{a},{b}>"),
             KsType::Tuple(ts) => {
                 let parts: Vec<String> = ts.iter().map(|t| t.to_string()).collect();
                 write!(f, "Tuple<{}>", parts.join(","))
@@ -245,6 +288,13 @@ pub static DIALECT: Dialect = Dialect {
             call,
             "a call of a user or prelude function returning type",
         ),
+        op(
+            "ks_opaque",
+            &[Sym("key"), Sym("type")],
+            Some(T("operand")),
+            call,
+            "an untranslated sub-term of the given type over its operands",
+        ),
     ],
 };
 
@@ -284,47 +334,51 @@ fn lam(a: &Operands) -> Result<Data, String> {
 
 const INTEGER: KsType = KsType::Scalar(DType::I64);
 
-fn loop_body(a: &Operands) -> Result<KsType, String> {
-    if ks(a, 0)? != INTEGER {
-        return Err(format!("size must be an Integer, got {}", ks(a, 0)?));
-    }
+/// The rank of a loop over `size` with body `f`, and the body's result type.
+fn loop_body(a: &Operands) -> Result<(usize, KsType), String> {
+    let n = ks(a, 0)?;
+    let rank = n
+        .rank_of_index()
+        .ok_or_else(|| format!("size must be an Integer or a tuple of Integers, got {n}"))?;
     match ks(a, 1)? {
-        KsType::Lam(arg, body) if *arg == INTEGER => Ok(*body),
-        t => Err(format!("f must be a Lam<Integer,_>, got {t}")),
+        KsType::Lam(arg, body) if *arg == n => Ok((rank, *body)),
+        t => Err(format!("f must be a Lam<{n},_>, got {t}")),
     }
 }
 
 fn build(a: &Operands) -> Result<Data, String> {
-    let body = loop_body(a)?;
-    Ok(KsType::Vec(Box::new(body)).data(free_union(a, &[0, 1])))
+    let (rank, body) = loop_body(a)?;
+    Ok(KsType::Tensor(rank, Box::new(body)).data(free_union(a, &[0, 1])))
 }
 
 fn sumbuild(a: &Operands) -> Result<Data, String> {
-    let body = loop_body(a)?;
+    let (_, body) = loop_body(a)?;
     Ok(body.data(free_union(a, &[0, 1])))
 }
 
-fn elem(a: &Operands, i: usize) -> Result<KsType, String> {
+fn elem(a: &Operands, i: usize) -> Result<(usize, KsType), String> {
     match ks(a, i)? {
-        KsType::Vec(e) => Ok(*e),
-        t => Err(format!("expected a Vec, got {t}")),
+        KsType::Tensor(n, e) => Ok((n, *e)),
+        t => Err(format!("expected a Tensor, got {t}")),
     }
 }
 
 fn index(a: &Operands) -> Result<Data, String> {
-    if ks(a, 0)? != INTEGER {
-        return Err(format!("index must be an Integer, got {}", ks(a, 0)?));
+    let (rank, e) = elem(a, 1)?;
+    let want = KsType::index_of_rank(rank);
+    if ks(a, 0)? != want {
+        return Err(format!("index must be {want}, got {}", ks(a, 0)?));
     }
-    Ok(elem(a, 1)?.data(free_union(a, &[0, 1])))
+    Ok(e.data(free_union(a, &[0, 1])))
 }
 
 fn size(a: &Operands) -> Result<Data, String> {
-    elem(a, 0)?;
-    Ok(INTEGER.data(free_union(a, &[0])))
+    let (rank, _) = elem(a, 0)?;
+    Ok(KsType::index_of_rank(rank).data(free_union(a, &[0])))
 }
 
 fn sum(a: &Operands) -> Result<Data, String> {
-    Ok(elem(a, 0)?.data(free_union(a, &[0])))
+    Ok(elem(a, 0)?.1.data(free_union(a, &[0])))
 }
 
 fn tuple(a: &Operands) -> Result<Data, String> {
@@ -361,6 +415,7 @@ fn assert(a: &Operands) -> Result<Data, String> {
     Ok(ks(a, 1)?.data(free_union(a, &[0, 1])))
 }
 
+/// `call` and `opaque`: the declared type over any Knossos operands.
 fn call(a: &Operands) -> Result<Data, String> {
     let ret = ty_sym(a, 1)?;
     for i in 2..a.len() {
@@ -423,6 +478,37 @@ mod tests {
             data("(get 3 2 (tuple (var a Float) (var b Float)))"),
             Data::Invalid(_)
         ));
+    }
+
+    #[test]
+    fn tensor_n_loops_index_with_tuples_of_integers() {
+        let m = "(build (tuple (scalar 2.0 int64) (scalar 3.0 int64)) (lam ij Tuple<Integer,Integer> (scalar 1.0 float64)))";
+        match data(m) {
+            Data::Ks(k) => assert_eq!(k.ty.to_string(), "Tensor2<Float>"),
+            d => panic!("{d:?}"),
+        }
+        match data("(size (var m Tensor2<Float>))") {
+            Data::Ks(k) => assert_eq!(k.ty.to_string(), "Tuple<Integer,Integer>"),
+            d => panic!("{d:?}"),
+        }
+        assert!(matches!(
+            data("(index (scalar 1.0 int64) (var m Tensor2<Float>))"),
+            Data::Invalid(_)
+        ));
+        let ok = "(index (tuple (scalar 1.0 int64) (scalar 0.0 int64)) (var m Tensor2<Float>))";
+        assert!(matches!(data(ok), Data::Tensor(_)));
+    }
+
+    #[test]
+    fn opaque_terms_carry_the_free_variables_of_their_operands() {
+        assert_eq!(
+            free("(ks_opaque o$1 Tensor2<Float> (var m Tensor2<Float>) (var x Float))"),
+            ["m", "x"]
+        );
+        assert_eq!(
+            free("(let x (var y Float) (ks_opaque o$1 Unit (var x Float)))"),
+            ["y"]
+        );
     }
 
     #[test]

@@ -118,6 +118,10 @@ pub enum Condition {
     /// `free(?x, ?e)` (`expect` true) or `not free(?x, ?e)`: whether the variable named by
     /// symbol `?x` is free in `?e` (Knossos binders; [`crate::analysis::FreeVars`]).
     Free(Var, Var, bool),
+    /// `dtype(?t) == name` (`expect` true) or `dtype(?t) != name`: whether the tensor
+    /// bound to `?t` has that element type (`int64`, `float64`, ...; RLO's monomorphic
+    /// `$i` / `$f` rules).
+    Dtype(Var, String, bool),
 }
 
 type G = EGraph<Mdl, TensorAnalysis>;
@@ -290,6 +294,9 @@ impl Condition {
             Condition::Const(v, expect) => {
                 tensor(egraph, subst, *v).is_some_and(|t| t.constant == *expect)
             }
+            Condition::Dtype(v, name, expect) => {
+                tensor(egraph, subst, *v).is_some_and(|t| (t.dtype.name() == name) == *expect)
+            }
             Condition::Free(x, e, expect) => {
                 let (Some(x), Some(e)) = (subst.get(*x), subst.get(*e)) else {
                     return false;
@@ -334,7 +341,7 @@ impl Condition {
                     b.vars(&mut out);
                 }
             }
-            Condition::Const(v, _) => out.push((*v, Kind::Tensor)),
+            Condition::Const(v, _) | Condition::Dtype(v, _, _) => out.push((*v, Kind::Tensor)),
             Condition::Free(x, e, _) => {
                 out.push((*x, Kind::Sym));
                 out.push((*e, Kind::Tensor));
@@ -350,6 +357,8 @@ impl fmt::Display for Condition {
             Condition::Compare(a, c, b) => write!(f, "{a} {} {b}", c.text()),
             Condition::Const(v, true) => write!(f, "const({v})"),
             Condition::Const(v, false) => write!(f, "not const({v})"),
+            Condition::Dtype(v, d, true) => write!(f, "dtype({v}) == {d}"),
+            Condition::Dtype(v, d, false) => write!(f, "dtype({v}) != {d}"),
             Condition::Free(x, e, true) => write!(f, "free({x}, {e})"),
             Condition::Free(x, e, false) => write!(f, "not free({x}, {e})"),
         }
@@ -513,6 +522,24 @@ impl P<'_> {
             let e = self.var()?;
             self.expect(")")?;
             return Ok(Condition::Free(x, e, !negated));
+        }
+        if !negated && self.word("dtype") {
+            self.expect("(")?;
+            let v = self.var()?;
+            self.expect(")")?;
+            let eq = if self.punct("==") {
+                true
+            } else if self.punct("!=") {
+                false
+            } else {
+                return self.err("`==` or `!=` after `dtype(?t)`");
+            };
+            let name = match self.peek() {
+                Some(Tok::Word(w)) if crate::analysis::DType::parse(w).is_some() => w.clone(),
+                _ => return self.err("a dtype name (`int64`, `float64`, ...)"),
+            };
+            self.i += 1;
+            return Ok(Condition::Dtype(v, name, eq));
         }
         if negated || matches!(self.peek(), Some(Tok::Word(w)) if w == "const") {
             if !self.word("const") {
@@ -706,6 +733,33 @@ mod tests {
             cond("const(?b) and not const(?a) and rank(?a) == 2").unwrap(),
             "const(?b) and not const(?a) and rank(?a) == 2"
         );
+    }
+
+    #[test]
+    fn dtype_conditions_parse_round_trip_and_hold_by_element_type() {
+        assert_eq!(
+            cond("dtype(?a) == int64 and dtype(?a) != float64").unwrap(),
+            "dtype(?a) == int64 and dtype(?a) != float64"
+        );
+        assert!(cond("dtype(?a) == integer")
+            .unwrap_err()
+            .contains("a dtype name"));
+        let rs = crate::rules::parse(
+            "z: (sub ?a ?a) => (scalar 0.0 int64) if dtype(?a) == int64",
+            "d",
+        )
+        .unwrap();
+        let r = &rs.rules[0];
+        for (term, holds) in [
+            ("(sub (var i Integer) (var i Integer))", true),
+            ("(sub (var x Float) (var x Float))", false),
+        ] {
+            let mut eg: super::G = Default::default();
+            eg.add_expr(&term.parse().unwrap());
+            eg.rebuild();
+            let m = egg::Searcher::search(&r.sources[0], &eg);
+            assert_eq!(r.check(&eg, &m[0].substs[0]), holds, "{term}");
+        }
     }
 
     #[test]

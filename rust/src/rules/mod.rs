@@ -115,6 +115,20 @@ pub enum FoldOp {
     Mul,
     /// `a / b` (never for a zero divisor).
     Div,
+    /// `a == b`, a Bool literal (`1.0` true, `0.0` false).
+    Eq,
+    /// `a > b`, a Bool literal.
+    Gt,
+    /// `a >= b`, a Bool literal.
+    Gte,
+    /// `ln a` (`b` unused; never for `a <= 0`).
+    Log,
+    /// `e^a` (`b` unused; never when it overflows).
+    Exp,
+    /// Not arithmetic: `out` is bound to the Knossos type of the term matched by `a`, a
+    /// type symbol such as `Float` or `Vec<Float>` (`b`, `integral`, `single` unused):
+    /// RLO's `cse_bind` renames a variable to another of that type.
+    TypeOf,
     /// Not arithmetic: `out` is bound to the shape of the tensor matched by `a`, an
     /// integer-list leaf ([`Mdl::List`]); `b`, `integral` and `single` are unused
     /// ([`layout_rules`] binds a `resize`'s sizes to the shape of the tensor it matches).
@@ -128,6 +142,12 @@ impl FoldOp {
             FoldOp::Sub => "sub",
             FoldOp::Mul => "mul",
             FoldOp::Div => "div",
+            FoldOp::Eq => "equal",
+            FoldOp::Gt => "greater",
+            FoldOp::Gte => "greater_equal",
+            FoldOp::Log => "log",
+            FoldOp::Exp => "exp",
+            FoldOp::TypeOf => "type_of",
             FoldOp::ShapeOf => "shape_of",
         }
     }
@@ -201,6 +221,10 @@ impl Fold {
             let dims: Option<Box<[i64]>> = t.shape.iter().map(|&d| i64::try_from(d).ok()).collect();
             return dims.map(Mdl::List);
         }
+        if self.op == FoldOp::TypeOf {
+            let ty = crate::lang::knossos::KsType::of(&egraph[*subst.get(self.a)?].data).ok()?;
+            return Some(Mdl::Var(ty.to_string().into()));
+        }
         let val = |v: Var| match egraph[*subst.get(v)?].data {
             Data::Float(x) => Some(x),
             Data::Int(i) => Some(i as f64),
@@ -213,8 +237,14 @@ impl Fold {
             FoldOp::Mul => x * y,
             FoldOp::Div if y == 0.0 => return None,
             FoldOp::Div => x / y,
+            FoldOp::Eq => f64::from(u8::from(x == y)),
+            FoldOp::Gt => f64::from(u8::from(x > y)),
+            FoldOp::Gte => f64::from(u8::from(x >= y)),
+            FoldOp::Log if x <= 0.0 => return None,
+            FoldOp::Log => x.ln(),
+            FoldOp::Exp => x.exp(),
             // Not arithmetic: answered above.
-            FoldOp::ShapeOf => return None,
+            FoldOp::ShapeOf | FoldOp::TypeOf => return None,
         };
         let r = if self.single { f64::from(r as f32) } else { r };
         if !r.is_finite() || (self.integral && r.fract() != 0.0) {
@@ -228,17 +258,39 @@ impl Fold {
 /// `cprop_add`, `cprop_sub`, `cprop_mul`, `cprop_div` on `float64` (the Knossos dialect's
 /// literals), the same four on `float32` (`cprop_add_f32`, ..., the scalars of an ONNX
 /// program, each result rounded to `float32`), and `cprop_add_int`, `cprop_sub_int`,
-/// `cprop_mul_int` on `int64` (integer division truncates in Knossos and is not folded).
+/// `cprop_mul_int` on `int64` (integer division truncates in Knossos and is not folded);
+/// RLO's comparisons `cprop_eq` (`equal`), `cprop_gt` (`greater`; `cprop_gt.less` for
+/// `less` with swapped operands, RLO's `lt`) and `cprop_gteq` (`greater_equal`;
+/// `cprop_gteq.less_equal`) on `float64` and (`_int`) `int64`, giving a Bool literal; and
+/// `cprop_log`, `cprop_exp` on `float64`. Names and semantics are RLO's (knossos-ksc
+/// `rlo/src/rlo/rewrites.py`, `_native_simplify_rules`, `_if_rules`, `_log_exp_rules`).
 /// The folded value cannot be written in the rule DSL, so these rules are built here and
 /// added by the Knossos front end (see docs/knossos.md) and, as the rule set `fold`, by
 /// the ONNX front end's defaults (docs/rules.md).
 ///
 /// ```
 /// let rs = _core::rules::constant_folding();
-/// assert_eq!(rs.len(), 11);
+/// assert_eq!(rs.len(), 23);
 /// assert!(rs.rules.iter().all(|r| r.fold.is_some()));
+/// assert!(rs.get("cprop_gteq").is_some() && rs.get("cprop_exp").is_some());
 /// ```
 pub fn constant_folding() -> RuleSet {
+    let var = |v: &str| -> Var { v.parse().expect("var") };
+    let fold = |name: String, src: String, tgt: String, op, unary: bool, integral, single| Rule {
+        name,
+        sources: vec![src.parse().expect("fold source parses")],
+        targets: vec![tgt.parse().expect("fold target parses")],
+        conditions: vec![],
+        line: 0,
+        fold: Some(Fold {
+            op,
+            a: var("?a"),
+            b: var(if unary { "?a" } else { "?b" }),
+            out: var("?c"),
+            integral,
+            single,
+        }),
+    };
     let mut rules = Vec::new();
     let ops = [FoldOp::Add, FoldOp::Sub, FoldOp::Mul, FoldOp::Div];
     let kinds = [
@@ -251,26 +303,95 @@ pub fn constant_folding() -> RuleSet {
             if integral && op == FoldOp::Div {
                 continue;
             }
-            let src = format!("({} (scalar ?a {dtype}) (scalar ?b {dtype}))", op.name());
-            let tgt = format!("(scalar ?c {dtype})");
-            rules.push(Rule {
-                name: format!("cprop_{}{suffix}", op.name()),
-                sources: vec![src.parse().expect("fold source parses")],
-                targets: vec![tgt.parse().expect("fold target parses")],
-                conditions: vec![],
-                line: 0,
-                fold: Some(Fold {
-                    op,
-                    a: "?a".parse().expect("var"),
-                    b: "?b".parse().expect("var"),
-                    out: "?c".parse().expect("var"),
-                    integral,
-                    single,
-                }),
-            });
+            rules.push(fold(
+                format!("cprop_{}{suffix}", op.name()),
+                format!("({} (scalar ?a {dtype}) (scalar ?b {dtype}))", op.name()),
+                format!("(scalar ?c {dtype})"),
+                op,
+                false,
+                integral,
+                single,
+            ));
         }
     }
+    // RLO's comparisons: (name, operator, fold, operands swapped).
+    let cmps = [
+        ("cprop_eq", "equal", FoldOp::Eq, false),
+        ("cprop_gt", "greater", FoldOp::Gt, false),
+        ("cprop_gt.less", "less", FoldOp::Gt, true),
+        ("cprop_gteq", "greater_equal", FoldOp::Gte, false),
+        ("cprop_gteq.less_equal", "less_equal", FoldOp::Gte, true),
+    ];
+    for (dtype, suffix) in [("float64", ""), ("int64", "_int")] {
+        for (name, opname, op, swap) in cmps {
+            let (l, r) = if swap { ("?b", "?a") } else { ("?a", "?b") };
+            rules.push(fold(
+                format!("{name}{suffix}"),
+                format!("({opname} (scalar {l} {dtype}) (scalar {r} {dtype}))"),
+                "(scalar ?c bool)".into(),
+                op,
+                false,
+                false,
+                false,
+            ));
+        }
+    }
+    for op in [FoldOp::Log, FoldOp::Exp] {
+        rules.push(fold(
+            format!("cprop_{}", op.name()),
+            format!("({} (scalar ?a float64))", op.name()),
+            "(scalar ?c float64)".into(),
+            op,
+            true,
+            false,
+            false,
+        ));
+    }
     RuleSet { rules }
+}
+
+/// RLO's `cse_bind` (knossos-ksc `rlo/src/rlo/rewrites.py`, `_binding_rules`) for two
+/// lets of different names binding the same value: `(let x e (let y e b))` becomes
+/// `(let x e (let y x b))`, the inner variable renamed to the outer by an explicit
+/// substitution (`inline_let` then takes it to every use); `x` must not be free in `e`
+/// (RLO's side condition) nor `y` equal `x` (`cse_bind.same` in
+/// `knossos_binding.rules`). The variable `(var x T)` needs `T`, the type of `e`, which
+/// the rule DSL cannot name: a [`FoldOp::TypeOf`] leaf binds it.
+///
+/// ```
+/// use _core::analysis::TensorAnalysis;
+/// use egg::Searcher;
+/// let rs = _core::rules::binding_rules();
+/// let r = rs.get("cse_bind").unwrap();
+/// let mut eg: egg::EGraph<_core::lang::Mdl, TensorAnalysis> = Default::default();
+/// let e = "(let x (size (var v Vec<Float>)) (let y (size (var v Vec<Float>)) (var y Integer)))";
+/// eg.add_expr(&e.parse().unwrap());
+/// eg.rebuild();
+/// let m = r.sources[0].search(&eg);
+/// assert!(r.check(&eg, &m[0].substs[0]));
+/// let ty = r.fold.as_ref().unwrap().leaf(&eg, &m[0].substs[0]).unwrap();
+/// assert_eq!(ty.to_string(), "Integer");
+/// ```
+pub fn binding_rules() -> RuleSet {
+    let text = "cse_bind: (let ?x ?v (let ?y ?v ?b)) => (let ?x ?v (let ?y ?v ?b)) \
+                if ?x != ?y and not free(?x, ?v)";
+    let mut rule = parse(text, "binding")
+        .expect("cse_bind parses")
+        .rules
+        .remove(0);
+    rule.targets = vec!["(let ?x ?v (let ?y (var ?x ?t) ?b))"
+        .parse()
+        .expect("cse_bind target parses")];
+    rule.fold = Some(Fold {
+        op: FoldOp::TypeOf,
+        a: "?v".parse().expect("var"),
+        b: "?v".parse().expect("var"),
+        out: "?t".parse().expect("var"),
+        integral: false,
+        single: false,
+    });
+    rule.line = 0;
+    RuleSet { rules: vec![rule] }
 }
 
 /// The conditions of the squeeze-excite gate rules ([`layout_rules`]): `?x` is
@@ -498,8 +619,13 @@ impl fmt::Display for Rule {
             write!(f, " {} {c}", if i == 0 { "if" } else { "and" })?;
         }
         if let Some(fold) = &self.fold {
-            if fold.op == FoldOp::ShapeOf {
-                return write!(f, " where {} = shape({})", fold.out, fold.a);
+            match fold.op {
+                FoldOp::ShapeOf => return write!(f, " where {} = shape({})", fold.out, fold.a),
+                FoldOp::TypeOf => return write!(f, " where {} = type({})", fold.out, fold.a),
+                FoldOp::Log | FoldOp::Exp => {
+                    return write!(f, " where {} = ({} {})", fold.out, fold.op.name(), fold.a)
+                }
+                _ => {}
             }
             write!(
                 f,
@@ -572,8 +698,10 @@ impl RuleSet {
     }
 }
 
+/// Rule names: letters, digits and `_-.$` (`$` for RLO's monomorphic rule names such as
+/// `add_zero$i`).
 fn is_name_char(c: char) -> bool {
-    c.is_alphanumeric() || "_-.".contains(c)
+    c.is_alphanumeric() || "_-.$".contains(c)
 }
 
 fn check_bound(file: &str, used: &Vars, bound: &Vars, what: &str) -> Result<(), RuleError> {
@@ -917,6 +1045,33 @@ n: (tanh ?x) => (tanh ?x)
             err("r: (matmul ?a ?b) => ?a"),
             "t.rules:1:5: wrong arity: `matmul` takes 3 operands (act, a, b), got 2"
         );
+    }
+
+    #[test]
+    fn rlo_comparison_and_log_exp_folds_compute_their_literals() {
+        let rs = constant_folding();
+        let leaf = |rule: &str, term: &str| -> Option<String> {
+            let r = rs.get(rule).unwrap();
+            let mut eg: EGraph<Mdl, TensorAnalysis> = Default::default();
+            eg.add_expr(&term.parse().unwrap());
+            eg.rebuild();
+            let m = r.sources[0].search(&eg);
+            let f = r.fold.as_ref().unwrap();
+            f.leaf(&eg, &m[0].substs[0]).map(|l| l.to_string())
+        };
+        let gt = "(greater (scalar 3.0 float64) (scalar 2.0 float64))";
+        assert_eq!(leaf("cprop_gt", gt).as_deref(), Some("1.0"));
+        // RLO's `lt a b` is `gt b a`: 3 < 2 is false.
+        let lt = "(less (scalar 3.0 float64) (scalar 2.0 float64))";
+        assert_eq!(leaf("cprop_gt.less", lt).as_deref(), Some("0.0"));
+        let ge = "(greater_equal (scalar 2 int64) (scalar 2 int64))";
+        assert_eq!(leaf("cprop_gteq_int", ge).as_deref(), Some("1.0"));
+        let eq = "(equal (scalar 1.5 float64) (scalar 2.0 float64))";
+        assert_eq!(leaf("cprop_eq", eq).as_deref(), Some("0.0"));
+        let e = leaf("cprop_exp", "(exp (scalar 0.0 float64))");
+        assert_eq!(e.as_deref(), Some("1.0"));
+        assert_eq!(leaf("cprop_log", "(log (scalar 0.0 float64))"), None);
+        assert_eq!(leaf("cprop_log", "(log (scalar -1.0 float64))"), None);
     }
 
     #[test]

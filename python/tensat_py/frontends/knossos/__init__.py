@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tensat_py.def_phases import DefResult
 from tensat_py.frontends.knossos.lower import (
     Signature,
     Untranslatable,
     lower,
-    raise_term,
     signatures,
 )
 from tensat_py.frontends.knossos.syntax import (
@@ -55,7 +54,7 @@ __all__ = [
 ]
 
 #: The rule files ``.ks`` programs are optimised with by default.
-DEFAULT_RULES = "knossos_simplify+knossos_binding"
+DEFAULT_RULES = "knossos_simplify+knossos_binding+fold"
 
 
 @dataclass
@@ -71,16 +70,31 @@ class KsProgram:
     meta: dict[str, Any] = field(default_factory=lambda: {"frontend": "knossos"})
 
 
-def load(path: str | os.PathLike[str], **options: Any) -> KsProgram:
+def load(
+    path: str | os.PathLike[str], *, prelude: str | os.PathLike[str] | None = None, **options: Any
+) -> KsProgram:
     """Parse the ``.ks`` file at ``path``.
+
+    Args:
+        prelude: a ``.ks`` file whose defs and edefs the program may call (knossos-ksc's
+            ``src/runtime/prelude.ks``): its signatures type the program's calls, its
+            defs are what the evaluator runs and what RLO's cost model prices for the
+            edefs they define (``meta["prelude"]``, a parsed Program; never optimised
+            or written back). Default: the ``TENSAT_KS_PRELUDE`` environment variable (how
+            the ``tensat`` command is given one).
 
     Raises:
         ValueError: ``file:line:col: message`` on malformed or unsupported input.
     """
     if options:
-        raise TypeError(f".ks files take no options, got {sorted(options)}")
+        raise TypeError(f".ks files take only `prelude`, got {sorted(options)}")
+    if prelude is None:
+        prelude = os.environ.get("TENSAT_KS_PRELUDE") or None
     try:
-        return KsProgram(parse_file(str(path)))
+        prog = KsProgram(parse_file(str(path)))
+        if prelude is not None:
+            prog.meta["prelude"] = parse_file(str(prelude))
+        return prog
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}:1:1: not UTF-8 text ({e.reason})") from None
 
@@ -98,31 +112,6 @@ def save(prog: KsProgram, path: str | os.PathLike[str], *, source: Any = None) -
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
-
-
-@dataclass
-class DefResult:
-    """What optimisation did to one def.
-
-    Attributes:
-        name: the def's name.
-        cost_before: RLO cost of the original body (RLO units).
-        cost_after: RLO cost of the kept body (``<= cost_before``).
-        status: ``"optimised"``, ``"unchanged"`` (nothing cheaper), ``"untranslatable"``
-            (kept as is; ``message`` says why), ``"unpriced"`` (an operator RLO's model
-            does not price, such as ``tanh``; kept as is) or ``"failed-verification"``.
-        seconds: exploration plus extraction time.
-        stats: the Rust core's exploration statistics.
-        message: a note.
-    """
-
-    name: str
-    cost_before: float
-    cost_after: float
-    status: str
-    seconds: float = 0.0
-    stats: dict[str, Any] = field(default_factory=dict)
-    message: str = ""
 
 
 @dataclass
@@ -206,28 +195,31 @@ def _constant_body(d: Def) -> float | None:
     )
 
 
-def function_costs(prog: Program) -> dict[str, float]:
+def function_costs(prog: Program, prelude: Program | None = None) -> dict[str, float]:
     """Cost of calling each function besides the call overhead and arguments, in RLO's
     way: a ``cost$f`` def with a constant body gives ``f``'s; otherwise a def's cost is
-    its body's (defs priced in file order, so a def calling a later or recursive one
-    pays RLO's default edef cost 7 for it)."""
+    its body's (defs priced in file order, the prelude's first, so a def calling a later
+    or recursive one pays RLO's default edef cost 7 for it). Keyed by each overload's
+    call symbol (:meth:`.lower.Signatures.symbol`)."""
     from tensat_py import _core
 
-    sigs = signatures(prog)
+    sigs = signatures(prog, prelude)
     out: dict[str, float] = {}
-    for d in prog.defs:
+    defs = [*(prelude.defs if prelude is not None else ()), *prog.defs]
+    for d in defs:
         if d.name.startswith("cost$"):
             c = _constant_body(d)
             if c is not None:
                 out[d.name[len("cost$") :]] = c
-    for d in prog.defs:
-        if d.name in out:
+    for d in defs:
+        sym = sigs.symbol(d.name, [t for _, t in d.params])
+        if sym in out:
             continue
         try:
             nodes, _ = lower(d, sigs)
             c = _core.rlo_cost(nodes, out)
             if c != float("inf"):
-                out[d.name] = c
+                out[sym] = c
         except (Untranslatable, ValueError):
             continue
     return out
@@ -236,13 +228,18 @@ def function_costs(prog: Program) -> dict[str, float]:
 def _inline_rules(prog: Program, sigs: dict[str, Signature]) -> str:
     """One ``inline_call`` rule per non-recursive translatable def: the call becomes the
     body under lets binding fresh parameter names (``x$f``) to the arguments."""
-    from tensat_py.frontends.knossos.lower import _Flat, _Lower, type_text
+    import re
 
+    from tensat_py.frontends.knossos.lower import _as_sigs, _Flat, _Lower, type_text
+
+    sigs = _as_sigs(sigs)
     lines = []
     for d in prog.defs:
-        if d.name.startswith(("cost$", "[")) or not d.params:
+        if d.name.startswith("cost$") or not d.params:
             continue
-        renamed = {p: f"{p}${d.name}" for p, _ in d.params}
+        sym = sigs.symbol(d.name, [t for _, t in d.params])
+        tag = re.sub(r"[^A-Za-z0-9_$]", "_", sym)
+        renamed = {p: f"{p}${tag}" for p, _ in d.params}
         body = _rename(d.body, renamed)
         try:
             f = _Flat()
@@ -254,13 +251,13 @@ def _inline_rules(prog: Program, sigs: dict[str, Signature]) -> str:
                 type_text(t)
         except Untranslatable:
             continue
-        if f"(call {d.name} " in text:
+        if f"(call {sym} " in text:
             continue  # recursive
         args = " ".join(f"?a{i}" for i in range(len(d.params)))
         tgt = text
         for i, (p, _) in reversed(list(enumerate(d.params))):
             tgt = f"(let {renamed[p]} ?a{i} {tgt})"
-        lines.append(f"inline_call_{len(lines)}: (call {d.name} {ret} {args}) => {tgt}")
+        lines.append(f"inline_call_{len(lines)}: (call {sym} {ret} {args}) => {tgt}")
     return "\n".join(lines) + "\n"
 
 
@@ -300,7 +297,7 @@ def optimize_program(
     rules: Any = None,
     node_limit: int = 20_000,
     iter_limit: int = 12,
-    time_limit: float = 8.0,
+    time_limit: float = 60.0,
     verify: bool = True,
     only: set[str] | None = None,
     fold_constants: bool = True,
@@ -308,16 +305,20 @@ def optimize_program(
     rounds: int = 3,
 ) -> KsOptimizeResult:
     """Optimise every def of ``prog`` (or those named in ``only``) by equality saturation
-    under RLO's cost model.
+    under RLO's cost model: the pipeline's function stage
+    (:func:`tensat_py.def_phases.optimize_functions`, what :func:`tensat_py.optimize` runs
+    for a ``.ks`` program), returned in this front end's older result type.
 
     Args:
         rules: rule files (names, paths or a ``RuleSet``); default :data:`DEFAULT_RULES`.
             The per-program ``inline_call`` rules are always added.
-        node_limit, iter_limit, time_limit: exploration limits per def (seconds).
+        node_limit, iter_limit: exploration limits per def.
+        time_limit: seconds for the whole program (each def explores at most
+            :data:`tensat_py.def_phases.DEF_TIME_LIMIT` seconds).
         verify: evaluate original and optimised def on random arguments (:mod:`.evaluate`)
             and keep the original when they differ.
-        fold_constants: add the Rust core's constant-folding rules
-            (``_core.RuleSet.constant_folding()``, RLO's ``cprop_*``).
+        fold_constants: with the default rules, include the Rust core's constant folding
+            (``"fold"``, ``_core.RuleSet.constant_folding()``, RLO's ``cprop_*``).
         hoist: also try the extracted and the original def with loop invariants hoisted
             (:mod:`.hoist`); the cheapest candidate the evaluator accepts is kept.
         rounds: with ``hoist``, how many times the cheapest candidate is saturated and
@@ -326,117 +327,25 @@ def optimize_program(
     Returns:
         the program with optimised bodies and per-def results (costs in RLO units).
     """
-    from tensat_py import _core
-    from tensat_py.frontends.knossos import evaluate
-    from tensat_py.frontends.knossos.hoist import hoist_def
+    from tensat_py.budget import Budget
+    from tensat_py.cost.rlo import RloCostModel
+    from tensat_py.def_phases import optimize_functions
+    from tensat_py.frontends.knossos.functions import KsFunctions
     from tensat_py.pipeline import load_rules
 
-    p = prog.program
-    sigs = signatures(p)
-    costs = function_costs(p)
-    base = load_rules(rules if rules is not None else DEFAULT_RULES)
-    inline_text = _inline_rules(p, sigs)
-    # Constant folding (RLO's cprop_* rules) is built into the Rust core: the folded
-    # value cannot be written in the rule DSL. It is added unless disabled.
-    sets = [base]
-    if fold_constants:
-        sets.append(_core.RuleSet.constant_folding())
-    if inline_text.strip():
-        sets.append(_core.RuleSet.parse(inline_text, "<inline_call>"))
-    ruleset = _core.RuleSet.union(sets) if len(sets) > 1 else base
-    results: list[DefResult] = []
-    new_items = list(p.items)
-
-    def saturate_extract(flat: Any) -> tuple[dict[str, Any], float, Any]:
-        """Saturate ``flat`` under the rule set; its stats and RLO-cheapest term."""
-        eg = _core.EGraph(flat)
-        st = eg.saturate(
-            ruleset,
-            k_multi=0,
-            node_limit=node_limit,
-            iter_limit=iter_limit,
-            time_limit=time_limit,
-            cycle_filter="none",
-        )
-        return (dict(st), *eg.extract_rlo(costs))
-
-    for idx, item in enumerate(p.items):
-        if not isinstance(item, Def) or (only is not None and item.name not in only):
-            continue
-        start = time.perf_counter()
-        try:
-            nodes, _ = lower(item, sigs)
-        except Untranslatable as e:
-            results.append(DefResult(item.name, 0.0, 0.0, "untranslatable", message=str(e)))
-            continue
-        before = _core.rlo_cost(nodes, costs)
-        if before == float("inf"):
-            results.append(
-                DefResult(
-                    item.name, 0.0, 0.0, "unpriced", message="uses an operator RLO does not price"
-                )
-            )
-            continue
-
-        stats, after, term = saturate_extract(nodes)
-        # Candidates, cheapest first that the evaluator accepts: the extracted term, and
-        # with loop invariants hoisted (hoist.py: RLO's new_bind + lift_bind) the
-        # extracted term and the original.
-        cands: list[tuple[float, Def]] = []
-        if after < before - 1e-9:
-            extracted = Def(item.name, item.ret, item.params, raise_term(term), item.line)
-            cands.append((after, extracted))
-
-        def hoisted(bases: list[Def], before: float = before) -> list[tuple[float, Def]]:
-            out: list[tuple[float, Def]] = []
-            for base_def, cse in [(b, c) for b in bases for c in (False, True)]:
-                h = hoist_def(base_def, cse=cse)
-                try:
-                    hc = _core.rlo_cost(lower(h, sigs)[0], costs)
-                except (Untranslatable, ValueError):
-                    continue
-                if hc < before - 1e-9:
-                    out.append((hc, h))
-            return out
-
-        if hoist:
-            cands += hoisted([item] + [d for _, d in cands])
-            # Further rounds: saturate the cheapest hoisted program (lets, inlining and
-            # index/size-of-build now apply to it), then hoist again.
-            for _ in range(rounds):
-                if not cands:
-                    break
-                best = min(cands, key=lambda c: c[0])[1]
-                try:
-                    _, c2, t2 = saturate_extract(lower(best, sigs)[0])
-                    d2 = Def(item.name, item.ret, item.params, raise_term(t2), item.line)
-                    if c2 < before - 1e-9:  # never a candidate costlier than the input
-                        cands.append((c2, d2))
-                    cands += hoisted([d2])
-                except (Untranslatable, ValueError):
-                    pass
-        cands.sort(key=lambda c: c[0])
-        seconds = time.perf_counter() - start
-        if not cands:
-            results.append(DefResult(item.name, before, before, "unchanged", seconds, stats))
-            continue
-        chosen, message, failed = None, "", ""
-        for cost_c, cand in cands:
-            if verify:
-                ok, message = evaluate.compare_defs(p, item, cand)
-                if not ok:
-                    failed = failed or message
-                    continue
-            chosen = (cost_c, cand)
-            break
-        if chosen is None:
-            results.append(
-                DefResult(item.name, before, before, "failed-verification", seconds, stats, failed)
-            )
-            continue
-        new_items[idx] = chosen[1]
-        results.append(
-            DefResult(item.name, before, chosen[0], "optimised", seconds, stats, message)
-        )
-    out = KsProgram(Program(new_items, p.file), dict(prog.meta))
-    return KsOptimizeResult(out, results)
+    if rules is None:
+        parts = DEFAULT_RULES.split("+")
+        rules = "+".join(p for p in parts if fold_constants or p != "fold")
+    res = optimize_functions(
+        KsFunctions(prog),
+        ruleset=load_rules(rules),
+        model=RloCostModel(),
+        budget=Budget(time_limit),
+        node_limit=node_limit,
+        iter_limit=iter_limit,
+        verify=verify,
+        hoist=hoist,
+        rounds=rounds,
+        only=only,
+    )
+    return KsOptimizeResult(res.graph, res.defs)

@@ -34,24 +34,25 @@ from tensat_py.frontends.knossos.syntax import (
 __all__ = ["free_vars", "hoist_def"]
 
 
-def free_vars(e: Expr) -> frozenset[str]:
-    """The free variables of ``e``."""
+def free_vars(e: Expr, calls: bool = False) -> frozenset[str]:
+    """The free variables of ``e``; with ``calls``, the name of every call too (it may be
+    a lambda-valued variable, ``(f x)``: what the hoisting checks use)."""
     if isinstance(e, Var):
         return frozenset([e.name])
     if isinstance(e, Const):
         return frozenset()
     if isinstance(e, Let):
-        return free_vars(e.rhs) | (free_vars(e.body) - set(e.vars))
+        return free_vars(e.rhs, calls) | (free_vars(e.body, calls) - set(e.vars))
     if isinstance(e, Lam):
-        return free_vars(e.body) - {e.var}
+        return free_vars(e.body, calls) - {e.var}
     if isinstance(e, If):
-        return free_vars(e.cond) | free_vars(e.then) | free_vars(e.other)
+        return free_vars(e.cond, calls) | free_vars(e.then, calls) | free_vars(e.other, calls)
     if isinstance(e, Assert):
-        return free_vars(e.cond) | free_vars(e.body)
+        return free_vars(e.cond, calls) | free_vars(e.body, calls)
     assert isinstance(e, Call)
-    out: frozenset[str] = frozenset()
+    out: frozenset[str] = frozenset([e.name] if calls else ())
     for a in e.args:
-        out |= free_vars(a)
+        out |= free_vars(a, calls)
     return out
 
 
@@ -126,7 +127,7 @@ class _Hoister:
         """Maximal invariant, non-trivial subexpressions of ``e`` (not under if/assert)."""
         if isinstance(e, (Var, Const)):
             return
-        if not (free_vars(e) & banned) and not isinstance(e, Lam):
+        if not (free_vars(e, True) & banned) and not isinstance(e, Lam):
             found.append(e)
             return
         if isinstance(e, Let):
@@ -165,7 +166,7 @@ def _replace(e: Expr, names: dict[Expr, str]) -> Expr:
 
 
 def _unshadowed(names: dict[Expr, str], bound: set[str]) -> dict[Expr, str]:
-    return {k: v for k, v in names.items() if not (free_vars(k) & bound)}
+    return {k: v for k, v in names.items() if not (free_vars(k, True) & bound)}
 
 
 def _copy_prop(e: Expr, sub: dict[str, str] | None = None) -> Expr:
@@ -217,7 +218,11 @@ def _count(e: Expr, banned: frozenset[str], out: dict[Expr, int]) -> None:
     elif isinstance(e, If):
         _count(e.cond, banned, out)
     elif isinstance(e, Call):
-        if not e.name.startswith("get$") and e.name != "tuple" and not (free_vars(e) & banned):
+        if (
+            not e.name.startswith("get$")
+            and e.name != "tuple"
+            and not (free_vars(e, True) & banned)
+        ):
             out[e] = out.get(e, 0) + 1
         for a in e.args:
             _count(a, banned, out)

@@ -1,9 +1,10 @@
 """Replay RLO's published ``; BEST`` rewrite sequences on a Knossos program.
 
-``blas_train.kso`` (shared data ``rlo/``) carries lines
-``; BEST <ruleset> <function> <expert|rlo> <run> ; [[node_index, rule_name], ...]``:
-the best rewrite sequences experts and RLO found. To compare with them we rebuild, from
-our own syntax tree, the expression RLO optimises and apply each step at its node index.
+RLO's ``.kso`` files (knossos-ksc ``rlo/src/rlo/ksc/``: blas, gelu, binding_simplify,
+...) carry lines ``; BEST <ruleset> <function> <expert|rlo|user> [<run>] ;
+[[node_index, rule_name], ...]``: the best rewrite sequences experts, users and RLO
+found. To compare with them we rebuild, from our own syntax tree, the expression RLO
+optimises and apply each step at its node index.
 
 Facts taken from RLO's source (microsoft/knossos-ksc, ``rlo/src/rlo/``; this is our own
 implementation of them):
@@ -21,11 +22,9 @@ implementation of them):
   of variables included); ``node_ids_with_environment`` gives let-bound variables
   their binder; ``replace_subtree`` renames binders on the path that would capture;
   fresh names are ``var<N>`` above every ``var<k>`` present.
-* ``rewrites.py``: the rules ``inline_let``, ``delete_let``, ``inline_call``,
-  ``select_of_tuple``, ``index_of_build``, ``size_of_build``, ``commute_add``,
-  ``commute_mul``, ``add_of_muls``, ``new_bind``, ``lift_bind``, ``cse_bind``,
-  ``let_recover``; ``new_bind`` and ``lift_bind`` are identified by the *child* node
-  but replace its parent.
+* ``rewrites.py``: every rule of every rule set, by RLO's name, in
+  :mod:`tensat_py.frontends.knossos.rlo_rules`; ``new_bind``, ``lift_bind`` and
+  ``lift_if`` are identified by the *child* node but replace its parent.
 
 :func:`replay` applies a sequence and raises :class:`ReplayError` naming the step when
 one does not apply; :func:`to_def` turns the result back into a :class:`Def` of the
@@ -333,154 +332,6 @@ def _rename_free(e: Node, name: str, nv: Node) -> Node:
     return _subst(e, {name: nv})
 
 
-# --- the rules ----------------------------------------------------------------------
-
-
-def _local(op: str, ok: Callable[[Node], bool], fn: Callable[[Node], Node]):
-    def apply(e: Node, idx: int, env: Env) -> Node | None:
-        n = _node_at(e, idx)
-        if n.op != op or not ok(n):
-            return None
-        return _replace(e, idx, fn)
-
-    return apply
-
-
-def _inline_let(e: Node, idx: int, env: Env) -> Node | None:
-    n = _node_at(e, idx)
-    if n.op != "var" or n.name not in env or env[n.name][1].op == "lam":
-        return None
-    binder, val = env[n.name]
-    return _replace(e, binder, lambda b: _replace(b, idx - binder, lambda _: val, val))
-
-
-def _inline_call(e: Node, idx: int, env: Env) -> Node | None:
-    n = _node_at(e, idx)
-    if n.op != "apply" or n.kids[0].name not in env:
-        return None
-    binder, func = env[n.kids[0].name]
-    if func.op != "lam":
-        return None
-
-    def at_binder(b: Node) -> Node:
-        return _replace(
-            b,
-            idx - binder,
-            lambda app: Node("let", (func.kids[0], app.kids[1], func.kids[1])),
-            func.kids[1],
-        )
-
-    return _replace(e, binder, at_binder)
-
-
-def _parent_rule(check: Callable[[Node, Node], bool], fn: Callable[[Node, Node, int], Node]):
-    """``ReplaceParentRule``: ``idx`` names a child; the parent is rewritten."""
-
-    def apply(e: Node, idx: int, env: Env) -> Node | None:
-        for off, p, _ in _walk(e):
-            c = off + 1
-            for i, k in enumerate(p.kids):
-                if c == idx:
-                    if p.op in _BINDERS and i == p.bvi():
-                        return None
-                    if not check(k, p):
-                        return None
-                    return _replace(e, off, lambda par, i=i: fn(par.kids[i], par, i))
-                c += k.num
-        return None
-
-    return apply
-
-
-def _new_bind_ok(k: Node, p: Node) -> bool:
-    return p.op not in ("lam", "let") and k.op != "let" and k.num > 1
-
-
-def _new_bind(k: Node, p: Node, i: int) -> Node:
-    nv = _new_var(k)
-    return p.with_kids(p.kids[:i] + (Node("let", (nv, k, nv)),) + p.kids[i + 1 :])
-
-
-def _lift_bind_ok(k: Node, p: Node) -> bool:
-    return (
-        p.op != "lam"
-        and not (p.op == "let" and p.kids[1].op == "lam")
-        and k.op == "let"
-        and not (p.op in _BINDERS and p.kids[p.bvi()].name in k.kids[1].free)
-    )
-
-
-def _lift_bind(k: Node, p: Node, i: int) -> Node:
-    x, val, body = k.kids
-    if any(x.name in s.free for j, s in enumerate(p.kids) if j != i):
-        nv = _new_var(p)
-        body = _rename_free(body, x.name, nv)
-        x = nv
-    return Node("let", (x, val, p.with_kids(p.kids[:i] + (body,) + p.kids[i + 1 :])))
-
-
-def _cse_ok(n: Node) -> bool:
-    inner = n.kids[2]
-    return (
-        inner.op == "let"
-        and _alpha_eq(n.kids[1], inner.kids[1])
-        and n.kids[0].name not in inner.kids[1].free
-    )
-
-
-def _cse(n: Node) -> Node:
-    inner = n.kids[2]
-    if inner.kids[0].name == n.kids[0].name:
-        body = inner.kids[2]
-    else:
-        body = _rename_free(inner.kids[2], inner.kids[0].name, n.kids[0])
-    return Node("let", (n.kids[0], n.kids[1], body))
-
-
-def _is(op: str, n: Node) -> bool:
-    return n.op == op
-
-
-RULES: dict[str, Callable[[Node, int, Env], Node | None]] = {
-    "inline_let": _inline_let,
-    "inline_call": _inline_call,
-    "delete_let": _local(
-        "let", lambda n: n.kids[0].name not in n.kids[2].free, lambda n: n.kids[2]
-    ),
-    "let_recover": _local(
-        "let",
-        lambda n: n.kids[2].op == "var" and n.kids[2].name == n.kids[0].name,
-        lambda n: n.kids[1],
-    ),
-    "select_of_tuple": _local(
-        "select", lambda n: n.kids[0].op == "tuple", lambda n: n.kids[0].kids[n.kids[1].value]
-    ),
-    "size_of_build": _local("size", lambda n: n.kids[0].op == "build", lambda n: n.kids[0].kids[0]),
-    "index_of_build": _local(
-        "index",
-        lambda n: n.kids[1].op == "build",
-        lambda n: Node("let", (n.kids[1].kids[1], n.kids[0], n.kids[1].kids[2])),
-    ),
-    "commute_add": _local("add", lambda n: True, lambda n: n.with_kids(n.kids[::-1])),
-    "commute_mul": _local("mul", lambda n: True, lambda n: n.with_kids(n.kids[::-1])),
-    "add_of_muls": _local(
-        "add",
-        lambda n: (
-            _is("mul", n.kids[0])
-            and _is("mul", n.kids[1])
-            and _alpha_eq(n.kids[0].kids[0], n.kids[1].kids[0])
-        ),
-        lambda n: Node(
-            "mul",
-            (n.kids[0].kids[0], Node("add", (n.kids[0].kids[1], n.kids[1].kids[1]))),
-        ),
-    ),
-    "cse_bind": _local("let", _cse_ok, _cse),
-    "new_bind": _parent_rule(_new_bind_ok, _new_bind),
-    "lift_bind": _parent_rule(_lift_bind_ok, _lift_bind),
-}
-
-
 @dataclass(frozen=True)
 class BestLine:
     """One ``; BEST`` line: rule set, function, ``expert``/``rlo``, run, steps, line no."""
@@ -495,28 +346,47 @@ class BestLine:
 
 
 def best_lines(text: str) -> list[BestLine]:
-    """Every ``; BEST`` line of a ``.kso`` text."""
+    """Every ``; BEST`` line of a ``.kso`` text: ``; BEST <rule set> <function> <who>
+    <run> ; <json steps>``, where ``<run>`` may be missing after ``user`` (RLO's
+    ``utils.parse_best_episodes``).
+
+    Raises:
+        ReplayError: a ``; BEST`` line of another layout.
+    """
     import json
 
     out = []
     for no, raw in enumerate(text.splitlines(), 1):
-        m = re.match(r";\s*BEST\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*;\s*(\[.*\])\s*$", raw)
-        if m:
-            steps = tuple((int(i), str(r)) for i, r in json.loads(m.group(5)))
-            out.append(BestLine(m.group(1), m.group(2), m.group(3), m.group(4), steps, no, raw))
+        if not raw.startswith("; BEST"):
+            continue
+        head, sep, seq = raw[6:].partition(";")
+        cols = head.split()
+        if len(cols) == 3 and cols[2] == "user":
+            cols.append("")
+        if not sep or len(cols) != 4:
+            raise ReplayError(f"line {no}: not a `; BEST` line of RLO's layout")
+        steps = tuple((int(i), str(r)) for i, r in json.loads(seq))
+        out.append(BestLine(*cols, steps, no, raw))
     return out
 
 
 def replay(prog: Program, best: BestLine) -> Node:
-    """Apply ``best``'s steps to RLO's expression for its function.
+    """Apply ``best``'s steps to RLO's expression for its function, each with RLO's rule
+    of that name (:mod:`tensat_py.frontends.knossos.rlo_rules`).
 
     Raises:
-        ReplayError: a step does not apply or names an unknown rule.
+        ReplayError: a step does not apply, names an unknown rule or one outside the line's
+            rule set.
     """
+    from tensat_py.frontends.knossos.rlo_rules import RULE_SETS, RULES
+
+    allowed = RULE_SETS.get(best.ruleset)
     e = rlo_expr(prog, best.function)
     for k, (idx, rule) in enumerate(best.steps):
         if rule not in RULES:
             raise ReplayError(f"line {best.line}: step {k} uses unknown rule `{rule}`")
+        if allowed is not None and rule not in allowed:
+            raise ReplayError(f"line {best.line}: step {k} uses `{rule}`, not in {best.ruleset}")
         env: Env | None = None
         for off, _, en in _walk(e):
             if off == idx:
@@ -601,22 +471,30 @@ def _unwrap(n: Node, av: str, params: list[str]) -> Node:
 
 @dataclass(frozen=True)
 class Replayed:
-    """A replayed BEST line: the resulting def, its RLO cost in our model
-    (``rust/src/ks_cost.rs``) and the evaluator's verdict against the original."""
+    """A replayed BEST line: the resulting def (``None`` where a step did not apply), its
+    RLO cost in our model (``rust/src/ks_cost.rs``, RLO units; ``nan`` when not
+    replayed) and the evaluator's verdict against the original."""
 
     best: BestLine
-    definition: Def
+    definition: Def | None
     cost: float
     verified: bool
     message: str
 
 
-def replay_all(prog: Program, text: str, trials: int = 3) -> list[Replayed]:
+def replay_all(prog: Program, text: str, trials: int = 3, strict: bool = True) -> list[Replayed]:
     """Replay every ``; BEST`` line of ``text`` (the source of ``prog``), verify each
-    result against the original def on random arguments and price it.
+    result against the original def on random arguments and price it (RLO units).
+
+    The ``.kso`` files record sequences, not costs: RLO's best cost for a line is RLO's
+    cost of the expression the sequence ends at, which is what ``cost`` prices.
+
+    Args:
+        strict: raise on a line that does not replay; otherwise record it (not verified,
+            the error as its message).
 
     Raises:
-        ReplayError: a step of some line does not apply.
+        ReplayError: with ``strict``, a step of some line does not apply.
     """
     from tensat_py import _core
     from tensat_py.frontends.knossos import function_costs
@@ -627,7 +505,13 @@ def replay_all(prog: Program, text: str, trials: int = 3) -> list[Replayed]:
     costs = function_costs(prog)
     out = []
     for b in best_lines(text):
-        d = to_def(prog, replay(prog, b), b.function)
+        try:
+            d = to_def(prog, replay(prog, b), b.function)
+        except ReplayError as e:
+            if strict:
+                raise
+            out.append(Replayed(b, None, float("nan"), False, str(e)))
+            continue
         orig = next(x for x in prog.defs if x.name == b.function)
         ok, msg = compare_defs(prog, orig, d, trials=trials)
         nodes, _ = lower(d, sigs)

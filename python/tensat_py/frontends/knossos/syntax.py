@@ -240,7 +240,8 @@ def parse_type(items: list[SExp] | SExp, file: str) -> KsType:
             raise KsSyntaxError(file, rest[0].line, rest[0].col, "Tensor rank must be >= 1")
         return vec(parse_type(rest[1:], file), int(rest[0].text))
     if name == "Tuple":
-        return tup(*(parse_type(t, file) for t in rest))
+        # `(Tuple)` is the empty tuple, `()` (SYNTAX.md writes both).
+        return tup(*(parse_type(t, file) for t in rest)) if rest else UNIT
     if name in ("Lam", "LM") and len(rest) == 2:
         return KsType(name, (parse_type(rest[0], file), parse_type(rest[1], file)))
     raise KsSyntaxError(file, head.line, head.col, f"unknown type `{name}`")
@@ -561,15 +562,15 @@ class _Parser:
         # (let (x e) body) and (let ((a b) e) body) bind once: some item is an atom.
         if isinstance(first, Atom) or any(isinstance(b, Atom) for b in binds.items):
             return self.binding(binds, body, s)
-        # ((a b) (tuple x y)): a tuple binding when the names are plain identifiers and
-        # the second item is not itself a binding `(name e)`.
-        second = binds.items[1] if len(binds.items) == 2 else None
+        # ((a b) e): one tuple binding when there are two items and the first is a list
+        # of identifiers, as ksc's parser reads it (Parse.hs `pLet` tries one binding
+        # first); so ((M N) (size x)) binds M and N.
         if (
-            isinstance(first, SList)
-            and isinstance(second, SList)
+            len(binds.items) == 2
+            and isinstance(first, SList)
+            and not first.bracket
             and first.items
             and all(_is_ident(x) for x in first.items)
-            and not (len(second.items) == 2 and _is_ident(second.items[0]))
         ):
             return self.binding(binds, body, s)
         out = body

@@ -1,0 +1,152 @@
+"""A Knossos program as a program of functions for the pipeline's function stage.
+
+:class:`KsFunctions` is what :mod:`tensat_py.def_phases` needs from a program made of
+functions, and nothing Knossos-specific leaks past it: which defs there are and which
+they call (the call graph), each def's body as a flat knossos-dialect term
+(:func:`.lower.lower`) and back (:func:`.lower.raise_term`), the program's own rules (one
+``inline_call`` rule per non-recursive def, from the program as optimised so far), the
+function costs RLO's cost model takes as data (:func:`function_costs`), the hoisted
+variants of a def (:mod:`.hoist`, RLO's ``new_bind``/``lift_bind``/``cse_bind``) and the
+evaluator's check of a candidate against the original def (:func:`.evaluate.compare_defs`).
+
+>>> from tensat_py.frontends.knossos import KsProgram, parse_text
+>>> fs = KsFunctions(KsProgram(parse_text(
+...     "(def g Float ((x : Float)) (mul x 2.0)) (def f Float ((x : Float)) (add (g x) 1.0))")))
+>>> [fs.name(i) for i in fs.functions()], fs.callees(1)
+(['g', 'f'], {0})
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensat_py.frontends.knossos.syntax import Assert, Call, Def, If, Lam, Let, Program
+
+__all__ = ["KsFunctions"]
+
+
+def _calls(e: Any, out: set[str]) -> None:
+    """Names of every function ``e`` calls (into ``out``)."""
+    if isinstance(e, Call):
+        out.add(e.name)
+        for a in e.args:
+            _calls(a, out)
+    elif isinstance(e, Let):
+        _calls(e.rhs, out)
+        _calls(e.body, out)
+    elif isinstance(e, Lam):
+        _calls(e.body, out)
+    elif isinstance(e, If):
+        for x in (e.cond, e.then, e.other):
+            _calls(x, out)
+    elif isinstance(e, Assert):
+        _calls(e.cond, out)
+        _calls(e.body, out)
+
+
+class KsFunctions:
+    """The defs of a loaded Knossos program (:class:`tensat_py.frontends.knossos.KsProgram`)
+    for :func:`tensat_py.def_phases.optimize_functions`.
+
+    Functions are named by their index among the program's items; the original program is
+    kept for checking candidates (the evaluator runs callees as they were written), the
+    current one (defs replaced as they are optimised) for the ``inline_call`` rules.
+    """
+
+    frontend = "knossos"
+    runner = "knossos-evaluator"
+
+    def __init__(self, prog: Any) -> None:
+        from tensat_py.frontends.knossos.lower import signatures
+
+        self.source = prog
+        self.original: Program = prog.program
+        self.items = list(self.original.items)
+        #: The prelude the program was loaded with (``load(..., prelude=)``), or None.
+        self.prelude: Program | None = prog.meta.get("prelude")
+        self.sigs = signatures(self.original, self.prelude)
+        names = {d.name for d in self.original.defs}
+        self._callees: dict[int, set[int]] = {}
+        by_name: dict[str, list[int]] = {}
+        for i, d in enumerate(self.items):
+            if isinstance(d, Def):
+                by_name.setdefault(d.name, []).append(i)
+        for i in self.functions():
+            called: set[str] = set()
+            _calls(self.items[i].body, called)
+            self._callees[i] = {j for n in called & names for j in by_name[n]}
+
+    def functions(self) -> list[int]:
+        """Indices of the program's defs, in file order."""
+        return [i for i, d in enumerate(self.items) if isinstance(d, Def)]
+
+    def name(self, i: int) -> str:
+        """Def ``i``'s name as written (``f``, ``[rev f]``)."""
+        return str(self.items[i].name)
+
+    def callees(self, i: int) -> set[int]:
+        """The defs def ``i`` calls (itself too when it is recursive)."""
+        return set(self._callees.get(i, set()))
+
+    def current(self, i: int) -> Def:
+        """Def ``i`` as optimised so far (the original until :meth:`replace`)."""
+        return self.items[i]
+
+    def lower(self, d: Def) -> list[tuple[str, list[int]]]:
+        """``d``'s body as a flat knossos-dialect term (root last).
+
+        Raises:
+            ValueError: (``Untranslatable``) a construct the e-graph language lacks.
+        """
+        from tensat_py.frontends.knossos.lower import lower
+
+        return lower(d, self.sigs)[0]
+
+    def raise_term(self, i: int, term: str) -> Def:
+        """Def ``i`` with the extracted ``term`` (s-expression text) as its body."""
+        from tensat_py.frontends.knossos.lower import raise_term
+
+        d = self.items[i]
+        return Def(d.name, d.ret, d.params, raise_term(term), d.line)
+
+    def function_costs(self) -> dict[str, float]:
+        """The original program's function costs (RLO units) for RLO's cost model."""
+        from tensat_py.frontends.knossos import function_costs
+
+        return function_costs(self.original, self.prelude)
+
+    def rules(self) -> Any:
+        """The program's own rules, from the program as optimised so far: one
+        ``inline_call`` rule per non-recursive translatable def; None when there are none."""
+        from tensat_py import _core
+        from tensat_py.frontends.knossos import _inline_rules
+
+        text = _inline_rules(Program(self.items, self.original.file), self.sigs)
+        return _core.RuleSet.parse(text, "<inline_call>") if text.strip() else None
+
+    def variants(self, d: Def) -> list[Def]:
+        """``d`` with loop invariants hoisted (RLO's ``new_bind`` + ``lift_bind``), without
+        and with common sub-expressions bound (``cse_bind``)."""
+        from tensat_py.frontends.knossos.hoist import hoist_def
+
+        return [hoist_def(d, cse=cse) for cse in (False, True)]
+
+    def check(self, i: int, cand: Def) -> tuple[bool, str]:
+        """Run the original def ``i`` and ``cand`` on the same random arguments
+        (:func:`tensat_py.frontends.knossos.evaluate.compare_defs`): ``(ok, message)``,
+        message ``"verified"`` or why not."""
+        from tensat_py.frontends.knossos import evaluate
+
+        return evaluate.compare_defs(
+            self.original, self.original.items[i], cand, prelude=self.prelude
+        )
+
+    def replace(self, i: int, d: Def) -> None:
+        """Keep ``d`` as def ``i``'s body from now on."""
+        self.items[i] = d
+
+    def program(self) -> Any:
+        """The program with every replaced def (a new ``KsProgram``)."""
+        from tensat_py.frontends.knossos import KsProgram
+
+        return KsProgram(Program(list(self.items), self.original.file), dict(self.source.meta))
