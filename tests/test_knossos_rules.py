@@ -70,7 +70,7 @@ def test_knossos_rule_files_pass_the_numerical_check() -> None:
     files = ["knossos_simplify", "knossos_binding", "knossos_lift", "knossos_log_exp"]
     report = check_files([*files, "knossos_monomorphic"])
     bad = [(r.name, r.status, r.reason) for r in report.results if r.status != "PASS"]
-    assert not bad and len(report.results) == 33 + 62 + 130 + 6 + 46
+    assert not bad and len(report.results) == 36 + 62 + 130 + 6 + 46
 
 
 def test_best_lines_of_every_rule_set_replay_verify_and_reach_the_hand_costs() -> None:
@@ -156,3 +156,41 @@ def test_built_in_rlo_folds_reach_the_folded_literal(body: str, cost: float) -> 
     res = optimize_program(KsProgram(prog), hoist=False).defs[0]
     assert res.message == "verified"
     assert res.cost_after == cost
+
+
+def test_extraction_binds_an_operand_an_enode_repeats() -> None:
+    # (x x) / (y y) is (x / y)(x / y) by the simplify rules; extraction writes the square
+    # of one division with a let (RLO's new_bind + cse_bind): 0.1 + 2 + 2, not 6.
+    import tensat_py
+    from tensat_py.frontends.knossos import KsProgram, parse_text, print_expr
+
+    text = "(def q Float ((x : Float) (y : Float)) (div (mul x x) (mul y y)))"
+    res = tensat_py.optimize(KsProgram(parse_text(text)), time_limit=30)
+    d = res.defs[0]
+    assert d.status == "optimised" and d.message == "verified"
+    assert d.cost_after == pytest.approx(4.1)
+    assert print_expr(res.graph.program.defs[0].body).startswith("(let (cse$0 (div x y))")
+
+
+def test_cse_binds_a_repeated_term_inside_a_let_body() -> None:
+    from tensat_py.frontends.knossos import parse_text, print_expr
+    from tensat_py.frontends.knossos.hoist import hoist_def
+
+    text = (
+        "(def g Float ((x : Float) (y : Float)) (let (a (tuple 3.0 y))"
+        " (add (mul (mul x (get$2$2 a)) 2.0) (exp (mul x (get$2$2 a))))))"
+    )
+    d = hoist_def(parse_text(text).defs[0], cse=True)
+    want = "(let (a (tuple 3.0 y)) (let (h$0 (mul x (get$2$2 a))) (add (mul h$0 2.0) (exp h$0))))"
+    assert " ".join(print_expr(d.body).split()) == want
+
+
+def test_an_addition_of_a_negated_product_becomes_a_subtraction() -> None:
+    import tensat_py
+    from tensat_py.frontends.knossos import KsProgram, parse_text, print_expr
+
+    text = "(def r Float ((s : Float) (c : Float) (x : Float) (y : Float))" \
+        " (add (mul (neg s) x) (mul c y)))"  # fmt: skip
+    res = tensat_py.optimize(KsProgram(parse_text(text)), time_limit=30)
+    assert res.defs[0].cost_after == pytest.approx(5.0)  # sub 1 + two mul 2: no neg (6)
+    assert print_expr(res.graph.program.defs[0].body).startswith("(sub")

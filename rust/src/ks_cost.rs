@@ -14,6 +14,13 @@
 //! as `exp` and `log`. Costs are unitless (RLO's units); a
 //! program's cost is its tree cost: shared sub-terms count once per occurrence (sharing is
 //! only what `let` makes explicit).
+//!
+//! Extraction ([`extract`]) may make sharing explicit itself: where the cheapest e-node of
+//! an arithmetic operator, a tuple or a call has one e-class as two or more operands
+//! (`(mul (div x y) (div x y))`, which rules reach from `(div (mul x x) (mul y y))`), it
+//! binds that operand once, `(let cse$0 (div x y) (mul cse$0 cse$0))`, when the copies
+//! cost more than the `let` (RLO's `new_bind` followed by `cse_bind`; the term it prints
+//! costs, as a tree, what extraction counted).
 
 use crate::analysis::{Data, TensorAnalysis};
 use crate::lang::knossos::KsType;
@@ -58,6 +65,9 @@ pub struct RloCost<'a> {
     egraph: &'a EGraph<Mdl, TensorAnalysis>,
     /// Cost of calling each function (besides `apply_cost` and the arguments).
     pub functions: &'a HashMap<String, f64>,
+    /// Count an operand e-class repeated among one e-node's operands once plus a `let`
+    /// where that is cheaper (extraction's cost; a written term's cost counts copies).
+    share: bool,
 }
 
 impl<'a> RloCost<'a> {
@@ -66,8 +76,53 @@ impl<'a> RloCost<'a> {
         egraph: &'a EGraph<Mdl, TensorAnalysis>,
         functions: &'a HashMap<String, f64>,
     ) -> Self {
-        RloCost { egraph, functions }
+        RloCost {
+            egraph,
+            functions,
+            share: false,
+        }
     }
+}
+
+/// Operators whose repeated operands extraction may bind once: strict, with no binder,
+/// so an operand bound just outside the e-node is evaluated in the same scope.
+fn shareable(name: &str) -> bool {
+    name == "tuple" || name == "call" || (op_cost(name).is_some() && name != "assert")
+}
+
+/// The operands of a shareable e-node that can repeat (a call's name and type excluded).
+fn operands<'e>(name: &str, ch: &'e [Id]) -> &'e [Id] {
+    if name == "call" {
+        &ch[2..]
+    } else {
+        ch
+    }
+}
+
+/// Whether binding an operand of cost `c` that occurs `k` times once is cheaper.
+fn worth_binding(k: usize, c: f64) -> bool {
+    k > 1 && (k as f64 - 1.0) * c > LET_COST
+}
+
+/// The operands' cost: a repeated one counted once plus a `let` when worth it.
+fn shared_sum<C: FnMut(Id) -> f64>(ids: &[Id], costs: &mut C) -> f64 {
+    let mut seen: Vec<(Id, usize)> = vec![];
+    for id in ids {
+        match seen.iter_mut().find(|(i, _)| i == id) {
+            Some((_, k)) => *k += 1,
+            None => seen.push((*id, 1)),
+        }
+    }
+    seen.into_iter()
+        .map(|(id, k)| {
+            let c = costs(id);
+            if worth_binding(k, c) {
+                c + LET_COST
+            } else {
+                k as f64 * c
+            }
+        })
+        .sum()
 }
 
 fn body_elements(d: &Data) -> f64 {
@@ -97,7 +152,14 @@ impl CostFunction<Mdl> for RloCost<'_> {
         let Mdl::Op(op, ch) = enode else {
             return 0.0;
         };
-        let sum_of = |ids: &[Id], costs: &mut C| ids.iter().map(|c| costs(*c)).sum::<f64>();
+        let share = self.share;
+        let sum_of = |ids: &[Id], costs: &mut C| {
+            if share {
+                shared_sum(ids, costs)
+            } else {
+                ids.iter().map(|c| costs(*c)).sum::<f64>()
+            }
+        };
         match op.name() {
             "let" => LET_COST + costs(ch[1]) + costs(ch[2]),
             "lam" => costs(ch[2]),
@@ -125,9 +187,13 @@ impl CostFunction<Mdl> for RloCost<'_> {
                     .get(&name)
                     .copied()
                     .unwrap_or(DEFAULT_EDEF_COST);
-                let overhead = if op.name() == "call" { APPLY_COST } else { 0.0 };
-                overhead + callee + sum_of(&ch[2..], &mut costs)
+                if op.name() == "call" {
+                    APPLY_COST + callee + sum_of(&ch[2..], &mut costs)
+                } else {
+                    callee + ch[2..].iter().map(|c| costs(*c)).sum::<f64>()
+                }
             }
+            "assert" => 1.0 + ch.iter().map(|c| costs(*c)).sum::<f64>(),
             name => match op_cost(name) {
                 Some(c) => c + sum_of(ch, &mut costs),
                 // Not priced by RLO: never chosen when an alternative exists.
@@ -137,14 +203,121 @@ impl CostFunction<Mdl> for RloCost<'_> {
     }
 }
 
-/// The cheapest term of `root` under RLO's cost model, and its cost.
+/// The cheapest term of `root` under RLO's cost model, and its cost; a repeated operand
+/// is bound once by a `let` where that is cheaper (see the module docs).
+///
+/// ```
+/// use std::collections::HashMap;
+/// let mut eg: egg::EGraph<_core::lang::Mdl, _core::analysis::TensorAnalysis> = Default::default();
+/// let d = "(div (var x Float) (var y Float))";
+/// let root = eg.add_expr(&format!("(mul {d} {d})").parse().unwrap());
+/// eg.rebuild();
+/// let (cost, term) = _core::ks_cost::extract(&eg, root, &HashMap::new());
+/// assert!((cost - 4.1).abs() < 1e-9);
+/// assert_eq!(
+///     term.to_string(),
+///     "(let cse$0 (div (var x Float) (var y Float)) (mul (var cse$0 Float) (var cse$0 Float)))"
+/// );
+/// assert!((_core::ks_cost::cost_of(&term, &HashMap::new()) - cost).abs() < 1e-9);
+/// ```
 pub fn extract(
     egraph: &EGraph<Mdl, TensorAnalysis>,
     root: Id,
     functions: &HashMap<String, f64>,
 ) -> (f64, RecExpr<Mdl>) {
-    let ex = egg::Extractor::new(egraph, RloCost::new(egraph, functions));
-    ex.find_best(root)
+    let mut cf = RloCost::new(egraph, functions);
+    cf.share = true;
+    let ex = egg::Extractor::new(egraph, cf);
+    let cost = ex.find_best_cost(root);
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for class in egraph.classes() {
+        for n in &class.nodes {
+            if let Mdl::Var(s) = n {
+                taken.insert(s.to_string());
+            }
+        }
+    }
+    let mut namer = Namer { taken, next: 0 };
+    let text = term_text(&ex, egraph, root, &mut namer);
+    let term = text
+        .parse()
+        .unwrap_or_else(|e| panic!("extracted term `{text}` does not parse: {e:?}"));
+    (cost, term)
+}
+
+/// Fresh `cse$N` names, none of them a symbol of the e-graph.
+struct Namer {
+    taken: std::collections::HashSet<String>,
+    next: usize,
+}
+
+impl Namer {
+    fn fresh(&mut self) -> String {
+        loop {
+            let name = format!("cse${}", self.next);
+            self.next += 1;
+            if !self.taken.contains(&name) {
+                return name;
+            }
+        }
+    }
+}
+
+/// The extracted term of `class` as text, repeated operands bound as [`shared_sum`]
+/// counted them.
+fn term_text(
+    ex: &egg::Extractor<RloCost<'_>, Mdl, TensorAnalysis>,
+    egraph: &EGraph<Mdl, TensorAnalysis>,
+    class: Id,
+    namer: &mut Namer,
+) -> String {
+    let node = ex.find_best_node(class);
+    let Mdl::Op(op, ch) = node else {
+        return node.to_string();
+    };
+    let name = op.name();
+    let mut bound: Vec<(Id, String)> = vec![];
+    let mut lets: Vec<(String, String)> = vec![];
+    if shareable(name) {
+        let ops = operands(name, ch);
+        let mut seen: Vec<Id> = vec![];
+        for id in ops {
+            let id = egraph.find(*id);
+            if seen.contains(&id) {
+                continue;
+            }
+            seen.push(id);
+            let k = ops.iter().filter(|o| egraph.find(**o) == id).count();
+            if !worth_binding(k, ex.find_best_cost(id)) {
+                continue;
+            }
+            let Ok(ty) = KsType::of(&egraph[id].data) else {
+                continue;
+            };
+            let v = namer.fresh();
+            lets.push((v.clone(), term_text(ex, egraph, id, namer)));
+            bound.push((id, format!("(var {v} {ty})")));
+        }
+    }
+    let args: Vec<String> = ch
+        .iter()
+        .map(|c| {
+            let c = egraph.find(*c);
+            match bound.iter().find(|(b, _)| *b == c) {
+                Some((_, var)) => var.clone(),
+                None => term_text(ex, egraph, c, namer),
+            }
+        })
+        .collect();
+    let mut text = if args.is_empty() {
+        node.to_string()
+    } else {
+        format!("({} {})", node, args.join(" "))
+    };
+    for (v, value) in lets.into_iter().rev() {
+        text = format!("(let {v} {value} {text})");
+    }
+    text
 }
 
 /// RLO's cost of one term (its tree cost).

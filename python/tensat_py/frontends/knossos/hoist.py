@@ -230,7 +230,8 @@ def _count(e: Expr, banned: frozenset[str], out: dict[Expr, int]) -> None:
 
 class _Cse:
     """RLO's ``new_bind`` + ``cse_bind``: a call occurring twice or more in a scope (the
-    def body or a lambda body) is bound once in a ``let`` at the top of that scope."""
+    def body, a lambda body or a let body) is bound once in a ``let`` at the top of that
+    scope."""
 
     def __init__(self, hoister: _Hoister) -> None:
         self.h = hoister
@@ -251,7 +252,9 @@ class _Cse:
         if isinstance(e, Lam):
             return Lam(e.var, e.type, self.scope(e.body))
         if isinstance(e, Let):
-            return Let(e.vars, self.inner(e.rhs), self.inner(e.body), e.tupled)
+            # A let's body is a scope too: a repeated term that uses the let's variable is
+            # bound at the top of that body (RLO binds `(mul x y)` of a tuple's `get` so).
+            return Let(e.vars, self.inner(e.rhs), self.scope(e.body), e.tupled)
         if isinstance(e, If):
             return If(self.inner(e.cond), self.inner(e.then), self.inner(e.other))
         if isinstance(e, Assert):
