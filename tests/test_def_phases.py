@@ -95,3 +95,18 @@ def test_cli_optimises_a_ks_file_through_the_pipeline(tmp_path: Path) -> None:
     assert "(def g Float ((x : Float)) x)" in " ".join(out.read_text().split())
     r = CliRunner().invoke(main, ["optimize", str(src), "--confirm"])
     assert r.exit_code != 0 and "confirm" in r.output
+
+
+def test_inline_call_does_not_capture_an_argument_named_like_a_parameter() -> None:
+    # f's inline_call rule binds x$f then y$f; g passes its own x$f as f's y: binding
+    # x$f := 1.0 around it would capture it (g would return 3.0 for every argument).
+    from tensat_py.frontends.knossos.evaluate import run
+
+    text = (
+        "(def f Float ((x : Float) (y : Float)) (add x (mul y 2.0)))\n"
+        "(def g Float ((x$f : Float)) (f 1.0 x$f))"
+    )
+    prog = _prog(text)
+    res = tensat_py.optimize(prog, verify=False, time_limit=30)  # the rules alone
+    for v in (0.0, 5.0):
+        assert run(res.graph.program, "g", [v]) == run(prog.program, "g", [v]) == 1.0 + 2 * v

@@ -118,6 +118,10 @@ pub enum Condition {
     /// `free(?x, ?e)` (`expect` true) or `not free(?x, ?e)`: whether the variable named by
     /// symbol `?x` is free in `?e` (Knossos binders; [`crate::analysis::FreeVars`]).
     Free(Var, Var, bool),
+    /// `free(name, ?e)` / `not free(name, ?e)` with a literal variable name (`x$f`): the
+    /// per-program `inline_call` rules keep a parameter's binder from capturing a later
+    /// argument that uses a variable of the same name.
+    FreeName(egg::Symbol, Var, bool),
     /// `dtype(?t) == name` (`expect` true) or `dtype(?t) != name`: whether the tensor
     /// bound to `?t` has that element type (`int64`, `float64`, ...; RLO's monomorphic
     /// `$i` / `$f` rules).
@@ -306,6 +310,9 @@ impl Condition {
                     _ => false,
                 }
             }
+            Condition::FreeName(name, e, expect) => subst
+                .get(*e)
+                .is_some_and(|e| egraph[*e].data.free().contains(*name) == *expect),
         }
     }
 
@@ -346,6 +353,7 @@ impl Condition {
                 out.push((*x, Kind::Sym));
                 out.push((*e, Kind::Tensor));
             }
+            Condition::FreeName(_, e, _) => out.push((*e, Kind::Tensor)),
         }
         out
     }
@@ -361,6 +369,8 @@ impl fmt::Display for Condition {
             Condition::Dtype(v, d, false) => write!(f, "dtype({v}) != {d}"),
             Condition::Free(x, e, true) => write!(f, "free({x}, {e})"),
             Condition::Free(x, e, false) => write!(f, "not free({x}, {e})"),
+            Condition::FreeName(x, e, true) => write!(f, "free({x}, {e})"),
+            Condition::FreeName(x, e, false) => write!(f, "not free({x}, {e})"),
         }
     }
 }
@@ -393,7 +403,7 @@ const PUNCT: [&str; 15] = [
 fn lex(text: &[Ch], file: &str) -> Result<Vec<(Tok, Pos)>, RuleError> {
     let mut out = vec![];
     let mut i = 0;
-    let word = |c: char| c.is_alphanumeric() || c == '_';
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
     while i < text.len() {
         let c = text[i].c;
         let pos = text[i].pos();
@@ -517,11 +527,26 @@ impl P<'_> {
         let negated = self.word("not");
         if self.word("free") {
             self.expect("(")?;
-            let x = self.var()?;
+            let name = match self.peek() {
+                Some(Tok::Word(w)) => Some(egg::Symbol::from(w.as_str())),
+                _ => None,
+            };
+            if name.is_some() {
+                self.i += 1;
+            }
+            let x = if name.is_none() {
+                Some(self.var()?)
+            } else {
+                None
+            };
             self.expect(",")?;
             let e = self.var()?;
             self.expect(")")?;
-            return Ok(Condition::Free(x, e, !negated));
+            return Ok(match (name, x) {
+                (Some(n), _) => Condition::FreeName(n, e, !negated),
+                (None, Some(x)) => Condition::Free(x, e, !negated),
+                (None, None) => unreachable!("a name or a variable was read"),
+            });
         }
         if !negated && self.word("dtype") {
             self.expect("(")?;

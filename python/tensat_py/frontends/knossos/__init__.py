@@ -257,7 +257,13 @@ def _inline_rules(prog: Program, sigs: dict[str, Signature]) -> str:
         tgt = text
         for i, (p, _) in reversed(list(enumerate(d.params))):
             tgt = f"(let {renamed[p]} ?a{i} {tgt})"
-        lines.append(f"inline_call_{len(lines)}: (call {sym} {ret} {args}) => {tgt}")
+        # The lets nest: parameter i's binder must not capture a later argument that uses
+        # a variable of the same name (a let lifted out of a nested inlining, or a caller's
+        # own variable named like it).
+        names = [renamed[p] for p, _ in d.params]
+        conds = [f"not free({names[i]}, ?a{j})" for j in range(len(names)) for i in range(j)]
+        cond = f" if {' and '.join(conds)}" if conds else ""
+        lines.append(f"inline_call_{len(lines)}: (call {sym} {ret} {args}) => {tgt}{cond}")
     return "\n".join(lines) + "\n"
 
 
