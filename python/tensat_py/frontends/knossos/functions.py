@@ -20,28 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensat_py.frontends.knossos.syntax import Assert, Call, Def, If, Lam, Let, Program
+from tensat_py.frontends.knossos.hoist import free_vars
+from tensat_py.frontends.knossos.syntax import Def, Program
 
 __all__ = ["KsFunctions"]
-
-
-def _calls(e: Any, out: set[str]) -> None:
-    """Names of every function ``e`` calls (into ``out``)."""
-    if isinstance(e, Call):
-        out.add(e.name)
-        for a in e.args:
-            _calls(a, out)
-    elif isinstance(e, Let):
-        _calls(e.rhs, out)
-        _calls(e.body, out)
-    elif isinstance(e, Lam):
-        _calls(e.body, out)
-    elif isinstance(e, If):
-        for x in (e.cond, e.then, e.other):
-            _calls(x, out)
-    elif isinstance(e, Assert):
-        _calls(e.cond, out)
-        _calls(e.body, out)
 
 
 class KsFunctions:
@@ -72,9 +54,12 @@ class KsFunctions:
             if isinstance(d, Def):
                 by_name.setdefault(d.name, []).append(i)
         for i in self.functions():
-            called: set[str] = set()
-            _calls(self.items[i].body, called)
-            self._callees[i] = {j for n in called & names for j in by_name[n]}
+            # Free names with calls: the functions the body calls (a name its own binders
+            # shadow is not one of them).
+            called = free_vars(self.items[i].body, calls=True) & names
+            self._callees[i] = {j for n in called for j in by_name[n]}
+        self._rules: Any = None  # the inline_call rules, rebuilt after a replace()
+        self._rules_stale = True
 
     def functions(self) -> list[int]:
         """Indices of the program's defs, in file order."""
@@ -121,8 +106,11 @@ class KsFunctions:
         from tensat_py import _core
         from tensat_py.frontends.knossos import _inline_rules
 
-        text = _inline_rules(Program(self.items, self.original.file), self.sigs)
-        return _core.RuleSet.parse(text, "<inline_call>") if text.strip() else None
+        if self._rules_stale:
+            text = _inline_rules(Program(self.items, self.original.file), self.sigs)
+            self._rules = _core.RuleSet.parse(text, "<inline_call>") if text.strip() else None
+            self._rules_stale = False
+        return self._rules
 
     def variants(self, d: Def) -> list[Def]:
         """``d`` with loop invariants hoisted (RLO's ``new_bind`` + ``lift_bind``), without
@@ -142,8 +130,9 @@ class KsFunctions:
         )
 
     def replace(self, i: int, d: Def) -> None:
-        """Keep ``d`` as def ``i``'s body from now on."""
+        """Keep ``d`` as def ``i``'s body from now on (the ``inline_call`` rules follow)."""
         self.items[i] = d
+        self._rules_stale = True
 
     def program(self) -> Any:
         """The program with every replaced def (a new ``KsProgram``)."""
