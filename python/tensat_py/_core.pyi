@@ -126,6 +126,10 @@ class EGraph:
     def equivalent(self, a: Sequence[FlatNode], b: Sequence[FlatNode]) -> bool: ...
     def extract_rlo(self, functions: Mapping[str, float]) -> tuple[float, str]:
         """The cheapest program under RLO's cost model: ``(cost, s-expression)``."""
+    def extract_rlo_shared(self, functions: Mapping[str, float]) -> str | None:
+        """A term of the root chosen with shared sub-terms counted once (DAG-cost greedy
+        extraction under RLO's per-node costs), as s-expression text, or None; the
+        caller binds its repeated sub-terms with ``let`` and prices the result."""
     def export(self) -> dict[str, Any]:
         """``root``, ``num_classes``, ``node_op``, ``node_eclass``, ``node_children``,
         ``filtered`` and ``classes`` (each class's analysis data)."""

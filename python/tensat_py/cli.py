@@ -563,7 +563,7 @@ def rules() -> None:
 @click.argument("file", default="taso")
 def rules_list(file: str) -> None:
     """List the rules of FILE (a shipped name such as taso, or a path)."""
-    from tensat_py.pipeline import load_rules
+    from tensat_py.rule_files import load_rules
 
     try:
         rs = load_rules(file)

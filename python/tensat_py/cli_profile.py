@@ -131,7 +131,7 @@ def _profile_model(
     from tensat_py import _core
     from tensat_py.cost.base import export_contexts
     from tensat_py.frontends import defaults_for
-    from tensat_py.pipeline import load_rules
+    from tensat_py.rule_files import load_rules
 
     console = Console(stderr=True)
     graph = tensat_py.load(name, input_shapes=shapes) if shapes else tensat_py.load(name)

@@ -11,9 +11,16 @@ stages of this one driver, not a second pipeline inside the front end:
 2. per function, **exploration** (the shared rule set plus the program's own rules,
    :meth:`~tensat_py.frontends.knossos.functions.KsFunctions.rules`), **extraction** under
    the cost model (``model.extract``: RLO's tree cost with the program's function costs as
-   data, :class:`tensat_py.cost.rlo.RloCostModel`);
+   data, :class:`tensat_py.cost.rlo.RloCostModel`) and, where the front end offers it
+   (``fs.shared``), a second extraction that counts a sub-term shared by several parts of
+   the term once and binds it with a ``let``; exploration starts from the function as
+   written and, where the front end offers it (``fs.normalised``), from the function with
+   its ``let`` bindings substituted and its calls inlined (the binding rules' e-nodes otherwise
+   fill the node limit before the arithmetic is reached);
 3. the **hoisting policy** (``hoist=True``): the extracted and the original function with
-   loop invariants hoisted, saturated and hoisted again for ``rounds`` rounds;
+   loop invariants hoisted; then up to ``rounds`` rounds of exploration from the cheapest
+   candidate so far (extracted both ways, hoisted again), until a round finds nothing
+   cheaper;
 4. **verification**: the cheapest candidate that the front end's checker accepts (the
    Knossos evaluator on random arguments) is kept, never one costlier than the input;
 5. the **time limit** is the pipeline's: each function's exploration gets at most
@@ -147,7 +154,8 @@ def optimize_functions(
         verify: check candidates with the front end's checker; a candidate it rejects is
             not kept, one it cannot run is kept and reported as not verified.
         hoist: add the hoisting policy's candidates (see the module's docstring).
-        rounds: hoisting rounds.
+        rounds: most rounds of exploration from the cheapest candidate (with ``hoist``);
+            a round that finds nothing cheaper ends them.
         only: optimise just these function names (the others are kept, not reported).
         time_limit: the ``time_limit`` to report (default the budget's limit).
 
@@ -166,7 +174,14 @@ def optimize_functions(
     totals: dict[str, float] = {"enodes": 0, "eclasses": 0, "iterations": 0}
     explore_seconds = 0.0
 
-    def saturate(nodes: list[Any], rules: Any, seconds: float) -> tuple[dict[str, Any], float, Any]:
+    shared = getattr(fs, "shared", None)
+    normalised = getattr(fs, "normalised", None)
+
+    def saturate(
+        i: int, nodes: list[Any], rules: Any, seconds: float
+    ) -> tuple[dict[str, Any], list[tuple[float, Any]]]:
+        """Explore from ``nodes``; the extracted terms as ``(cost, def)``, cheapest first:
+        the cost model's extraction and the front end's shared-sub-term ones."""
         nonlocal explore_seconds
         eg = _core.EGraph(nodes)
         with budget.phase("exploration"):
@@ -183,7 +198,43 @@ def optimize_functions(
         explore_seconds += float(st.get("explore_seconds", 0.0))
         with budget.phase("extraction"):
             cost, term = model.extract(eg)
-        return st, cost, term
+            found = [(cost, fs.raise_term(i, term))]
+            for d in shared(i, eg) if shared is not None else []:
+                try:
+                    found.append((model.term_cost(fs.lower(d)), d))
+                except _SKIP:
+                    continue
+        found.sort(key=lambda c: c[0])
+        return st, found
+
+    def _rounds(
+        i: int,
+        cands: list[tuple[float, Any]],
+        rules: Any,
+        seconds: float,
+        start: float,
+        before: float,
+    ) -> None:
+        """Explore again from the cheapest candidate, adding what each round finds (and
+        its hoisted variants) to ``cands``: at most ``rounds`` rounds, within
+        :data:`DEF_TIME_LIMIT` seconds of ``start``; a round that finds nothing cheaper
+        ends them (the next would start from the same term)."""
+        for _ in range(rounds):
+            if not cands or _free(cands) or budget.left() <= 0:
+                break
+            if time.perf_counter() - start > DEF_TIME_LIMIT:
+                break
+            low, best = min(cands, key=lambda c: c[0])
+            try:
+                _, found = saturate(i, fs.lower(best), rules, seconds)
+            except _SKIP:
+                break
+            for c2, d2 in found:
+                if c2 < before - EPS:
+                    cands.append((c2, d2))
+                cands += _hoisted(fs, model, [d2], before)
+            if min(c for c, _ in cands) >= low - EPS:
+                break
 
     for k, i in enumerate(order):
         start = time.perf_counter()
@@ -204,26 +255,22 @@ def optimize_functions(
         seconds = min(DEF_TIME_LIMIT, share)
         own = fs.rules()
         rules = _core.RuleSet.union([ruleset, own]) if own is not None else ruleset
-        stats, after, term = saturate(nodes, rules, seconds)
+        stats, found = saturate(i, nodes, rules, seconds)
         for key in totals:
             totals[key] += float(stats.get(key, 0))
-        cands: list[tuple[float, Any]] = []
-        if after < before - EPS:
-            cands.append((after, fs.raise_term(i, term)))
+        cands: list[tuple[float, Any]] = [(c, d) for c, d in found if c < before - EPS]
+        # A second start: the def with its lets substituted and its calls inlined (the
+        # front end's `normalised`), where exploration reaches the arithmetic at once.
+        flat = normalised(orig) if normalised is not None and not _free(cands) else None
+        if flat is not None and budget.left() > 0:
+            try:
+                _, found = saturate(i, fs.lower(flat), rules, seconds / 2)
+                cands += [(c, d) for c, d in found if c < before - EPS]
+            except _SKIP:
+                pass
         if hoist:
             cands += _hoisted(fs, model, [orig] + [d for _, d in cands], before)
-            for _ in range(rounds):
-                if not cands or budget.left() <= 0:
-                    break
-                best = min(cands, key=lambda c: c[0])[1]
-                try:
-                    _, c2, t2 = saturate(fs.lower(best), rules, seconds / 2)
-                except _SKIP:
-                    break
-                d2 = fs.raise_term(i, t2)
-                if c2 < before - EPS:
-                    cands.append((c2, d2))
-                cands += _hoisted(fs, model, [d2], before)
+            _rounds(i, cands, rules, seconds / 2, start, before)
         cands.sort(key=lambda c: c[0])
         if not cands:
             results[i] = DefResult(
@@ -250,6 +297,11 @@ def optimize_functions(
         results[i] = DefResult(name, before, chosen[0], "optimised", seconds_used, stats, message)
     defs = [results[i] for i in fs.functions() if i in results]
     return _result(fs, defs, model, budget, totals, explore_seconds, verify, time_limit)
+
+
+def _free(cands: list[tuple[float, Any]]) -> bool:
+    """Whether a candidate costs nothing (no exploration can find a cheaper one)."""
+    return any(c <= EPS for c, _ in cands)
 
 
 def _hoisted(fs: Any, model: Any, bases: list[Any], before: float) -> list[tuple[float, Any]]:

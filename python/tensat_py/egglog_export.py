@@ -122,7 +122,7 @@ def _pattern(term: Any, operators: dict[str, Any]) -> str:
 
 
 def _load(rules: Any) -> tuple[_core.RuleSet, str]:
-    from tensat_py.pipeline import load_rules
+    from tensat_py.rule_files import load_rules
 
     rs = load_rules(rules)
     return rs, str(rules) if isinstance(rules, str | Path) else "rules"

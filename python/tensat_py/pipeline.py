@@ -15,15 +15,15 @@ candidate's own cost and verification report kept in the result.
 :func:`optimize` checks the options and hands one wall-clock budget
 (:class:`tensat_py.budget.Budget`) to the phases of :mod:`tensat_py.phases`, which say how
 the time is shared. A large program is optimised region by region
-(:mod:`tensat_py.regions`). This module keeps the public face: :func:`optimize`,
-:func:`load_rules` and, re-exported, the result (:mod:`tensat_py.result`).
+(:mod:`tensat_py.regions`). This module keeps the public face: :func:`optimize` and,
+re-exported, the result (:mod:`tensat_py.result`) and
+:func:`~tensat_py.rule_files.load_rules`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,13 +38,13 @@ from tensat_py.options import (
     OrderVars,
     Solver,
     check_fraction,
-    suggest,
     validate_optimize_options,
 )
 from tensat_py.phases import CONFIRM_MARGIN, ROUNDING, SOURCE_MARGIN
 from tensat_py.progress import PhaseDisplay
 from tensat_py.result import FALLBACKS, OptimizeResult, model_name, prediction_basis, report_json
 from tensat_py.result import finite as _finite
+from tensat_py.rule_files import FOLD, LAYOUT, RULES_DIR, load_rules
 
 if TYPE_CHECKING:
     from tensat_py.runtime.protocol import Runtime
@@ -54,6 +54,8 @@ __all__ = [
     "SOURCE_MARGIN",
     "FALLBACKS",
     "OptimizeResult",
+    "FOLD",
+    "LAYOUT",
     "ROUNDING",
     "RULES_DIR",
     "load_rules",
@@ -65,78 +67,10 @@ __all__ = [
 
 _finite = _finite  # re-exported for the CLI and older callers
 
-RULES_DIR = Path(__file__).parent / "rules"
-"""Folder of the shipped rule files (``rules/`` in the repository)."""
-#: The name of the built-in constant-folding rule set in :func:`load_rules`.
-FOLD = "fold"
 #: Share of the time left at setup during which a cost model that measures on demand
 #: (``xla``: :meth:`tensat_py.cost.xla.XlaCostModel.measure_until`) may measure the
 #: signatures the cache lacks; past it, it estimates them.
 MEASURE_SHARE = 0.4
-#: The name of the built-in layout rule set in :func:`load_rules` (the squeeze-excite gate
-#: upsampled to the gated tensor's shape, ``_core.RuleSet.layout()``).
-LAYOUT = "layout"
-
-
-@lru_cache(maxsize=16)
-def _load_rules_cached(path: str, mtime: float) -> _core.RuleSet:
-    rs = _core.RuleSet.load(path)
-    if len(rs) == 0:
-        raise ValueError(
-            f"{path}: no rules in this file (a rule reads `name: source => target`; "
-            "see docs/rules.md)"
-        )
-    return rs
-
-
-def load_rules(
-    rules: str | Path | _core.RuleSet | Sequence[str | Path | _core.RuleSet],
-) -> _core.RuleSet:
-    """Resolves a rule set.
-
-    Args:
-        rules: a shipped rule file's name (``"taso"`` for ``rules/taso.rules``), a
-            built-in set of the Rust core whose targets no rule file can write: ``"fold"``
-            (constant folding of scalar literals, ``_core.RuleSet.constant_folding()``) or
-            ``"layout"`` (a squeeze-excite gate upsampled to the gated tensor's shape,
-            ``_core.RuleSet.layout()``), a path to a ``.rules`` file, an already parsed
-            ``RuleSet``, several of them joined by ``+`` (``"taso+tensor+fold"``) or a
-            sequence of them (their rules in order). A file of the same name in the
-            current folder shadows a built-in set.
-
-    Raises:
-        FileNotFoundError: when no such rule file exists (the message lists the shipped and
-            built-in ones).
-        ValueError: ``file:line:col: message`` on a syntax error; a file that holds no
-            rule (empty, comments only); two files sharing a rule name.
-    """
-    if isinstance(rules, _core.RuleSet):
-        return rules
-    if isinstance(rules, str) and "+" in rules and not Path(rules).exists():
-        rules = [r for r in rules.split("+") if r]
-    if not isinstance(rules, str | Path):
-        if not isinstance(rules, Sequence):
-            raise TypeError(
-                f"rules: expected a rule file name, a path, a RuleSet or a list of them, "
-                f"got {type(rules).__name__}"
-            )
-        sets = [load_rules(r) for r in rules]
-        if not sets:
-            raise ValueError("no rule files given")
-        return sets[0] if len(sets) == 1 else _core.RuleSet.union(sets)
-    built_in = {FOLD: _core.RuleSet.constant_folding, LAYOUT: _core.RuleSet.layout}
-    if isinstance(rules, str) and rules in built_in and not Path(rules).exists():
-        return built_in[rules]()
-    path = Path(rules)
-    if not path.suffix and not path.exists():
-        path = RULES_DIR / f"{rules}.rules"
-    if not path.is_file():
-        shipped = sorted(p.stem for p in RULES_DIR.glob("*.rules"))
-        raise FileNotFoundError(
-            f"no rule file {str(rules)!r}{suggest(str(rules), [*shipped, *built_in])} "
-            f"(shipped: {', '.join(shipped)}; built in: {', '.join(built_in)})"
-        )
-    return _load_rules_cached(str(path.resolve()), path.stat().st_mtime)
 
 
 def _as_graph(graph: Any) -> Any:
@@ -362,7 +296,7 @@ def optimize(
         kw = {k: v for k, v in locals().items() if k not in ("graph", "policy", "budget")}
         from tensat_py.policies.run import optimize_with_policy
 
-        return optimize_with_policy(graph, policy, kw)
+        return optimize_with_policy(graph, policy, kw, optimize)
     display = progress if isinstance(progress, PhaseDisplay) else PhaseDisplay(bool(progress))
     from tensat_py.frontends import defaults_for
 
@@ -430,7 +364,7 @@ def _optimize_functions(
     """:func:`optimize` for a program made of functions: the function stage
     (:func:`tensat_py.def_phases.optimize_functions`) with the front end's rules and cost
     model; ``policy="astar"`` then searches each function's rewrites with A*
-    (:func:`tensat_py.policies.astar.optimize_ks_program`).
+    (:func:`tensat_py.policies.astar.improve_ks_program`).
 
     Raises:
         ValueError: an option that does not apply to a program of functions (``confirm``:
@@ -454,17 +388,6 @@ def _optimize_functions(
         )
     if isinstance(policy, str) and policy not in ("default", "astar"):
         raise ValueError(f"policy: {fe.name} programs take 'default' or 'astar', got {policy!r}")
-    if isinstance(policy, str) and policy == "astar":
-        from tensat_py.policies.astar import optimize_ks_program
-
-        return optimize_ks_program(
-            program,
-            verify=verify,
-            rules=rules,
-            node_limit=node_limit,
-            iter_limit=iter_limit,
-            time_limit=budget.left(),
-        )
     with budget.phase("setup"):
         model = _resolve_cost_model(program, cost_model, device)
         if not callable(getattr(model, "term_cost", None)):
@@ -474,7 +397,7 @@ def _optimize_functions(
             )
         ruleset = load_rules(rules if rules is not None else fe.default_rules)
         fs = fe.functions(program)
-    return optimize_functions(
+    res = optimize_functions(
         fs,
         ruleset=ruleset,
         model=model,
@@ -484,3 +407,8 @@ def _optimize_functions(
         verify=verify,
         time_limit=time_limit,
     )
+    if isinstance(policy, str) and policy == "astar":
+        from tensat_py.policies.astar import improve_ks_program
+
+        return improve_ks_program(program, res, verify=verify, rules=rules)
+    return res

@@ -98,8 +98,8 @@ def solve_region(job: RegionJob) -> RegionResult:
     from tensat_py import phases
     from tensat_py.budget import Budget
     from tensat_py.cost import get_cost_model
-    from tensat_py.pipeline import load_rules
     from tensat_py.progress import PhaseDisplay
+    from tensat_py.rule_files import load_rules
 
     graph = Graph.from_nodes(job.nodes, job.outputs, job.meta)
     model = get_cost_model(job.cost_model, job.device)

@@ -1096,7 +1096,7 @@ def check_ruleset(
 
 def default_files() -> list[Path]:
     """The shipped rule files (``rules/*.rules``), sorted."""
-    from tensat_py.pipeline import RULES_DIR
+    from tensat_py.rule_files import RULES_DIR
 
     return sorted(RULES_DIR.glob("*.rules"))
 
@@ -1118,7 +1118,7 @@ def check_files(
             (``fold``, ``layout``), whose computed targets no rule file can write and
             which the Rust tests check, is named.
     """
-    from tensat_py.pipeline import FOLD, LAYOUT, load_rules
+    from tensat_py.rule_files import FOLD, LAYOUT, load_rules
 
     paths = list(files) or default_files()
     results: list[RuleResult] = []
@@ -1131,7 +1131,7 @@ def check_files(
         rs = load_rules(f)
         label = str(f)
         if not Path(f).exists():  # a shipped name such as "taso"
-            from tensat_py.pipeline import RULES_DIR
+            from tensat_py.rule_files import RULES_DIR
 
             label = str(RULES_DIR / f"{f}.rules")
         results.extend(check_ruleset(rs, file=label, samples=samples, attempts=attempts, seed=seed))

@@ -11,7 +11,9 @@
 //! tuple of N `Integer`s) runs `assumed_vector_size`^N times. A `ks_opaque` sub-term (one
 //! the front end does not translate) costs its operands plus the figure the caller gives
 //! for its key (default 7, RLO's edef cost). `sqrt`, `erf` (not in RLO's table) cost 4,
-//! as `exp` and `log`. Costs are unitless (RLO's units); a
+//! as `exp` and `log`. The constant of each operator priced "own cost plus operands" is
+//! declared with the operator (`OpDecl::rlo_cost` in `lang/tensor.rs`, `lang/knossos.rs`);
+//! the constructs priced otherwise are below. Costs are unitless (RLO's units); a
 //! program's cost is its tree cost: shared sub-terms count once per occurrence (sharing is
 //! only what `let` makes explicit).
 //!
@@ -25,7 +27,7 @@
 use crate::analysis::{Data, TensorAnalysis};
 use crate::lang::knossos::KsType;
 use crate::lang::Mdl;
-use egg::{CostFunction, EGraph, Id, RecExpr};
+use egg::{CostFunction, EGraph, Id, Language, RecExpr};
 use std::collections::HashMap;
 
 /// RLO's `assumed_vector_size`.
@@ -42,22 +44,18 @@ pub const LET_COST: f64 = 0.1;
 pub const IF_EPSILON: f64 = 0.0001;
 
 /// The cost of one operator application besides its operands, for operators whose cost
-/// is that plus the sum of their operands' costs; `None` for operators priced otherwise
-/// or not priced at all.
+/// is that plus the sum of their operands' costs (each declares it: [`OpDecl::rlo_cost`]);
+/// `None` for operators priced otherwise or not priced at all.
+///
+/// [`OpDecl::rlo_cost`]: crate::lang::OpDecl::rlo_cost
+///
+/// ```
+/// assert_eq!(_core::ks_cost::op_cost("exp"), Some(4.0));
+/// assert_eq!(_core::ks_cost::op_cost("sum"), Some(15.0));
+/// assert_eq!(_core::ks_cost::op_cost("tanh"), None);
+/// ```
 pub fn op_cost(name: &str) -> Option<f64> {
-    Some(match name {
-        "add" | "sub" | "neg" => 1.0,
-        "mul" | "div" => 2.0,
-        "exp" | "log" | "sqrt" | "erf" => 4.0,
-        "equal" | "greater" | "greater_equal" | "less" | "less_equal" | "cast" => 1.0,
-        "max" | "min" | "abs" => 1.0,
-        "index" | "size" => 1.0,
-        "sum" => ASSUMED_VECTOR_SIZE - 1.0,
-        "get" => 0.0,
-        "assert" => 1.0,
-        "scalar" | "var" => 0.0,
-        _ => return None,
-    })
+    crate::lang::decl(name).and_then(|d| d.rlo_cost)
 }
 
 /// RLO's cost function over the e-graph (types from the analysis).
@@ -245,6 +243,127 @@ pub fn extract(
     (cost, term)
 }
 
+/// RLO's cost of one e-node by itself (its operands priced 0): what [`extract_shared`]
+/// counts once per chosen e-node. Finite: an operator RLO does not price costs `1e9`.
+fn own_cost(cf: &mut RloCost<'_>, node: &Mdl) -> f64 {
+    let c = cf.cost(node, |_| 0.0);
+    if c.is_finite() {
+        c
+    } else {
+        1e9
+    }
+}
+
+/// A term of `root` chosen for shared sub-terms (not RLO's; a companion of [`extract`]):
+/// DAG-cost greedy extraction ([`crate::extract::greedy_dag`], each chosen e-node counted
+/// once, priced by `own_cost`), printed as a tree. A sub-term shared by distant parts of
+/// the term, such as `(add 0.79788 v0)` inside a `tanh` argument and in the derivative
+/// beside it, counts once here where [`extract`]'s tree cost counts it per occurrence; the
+/// caller binds the repeated sub-terms with `let`s (RLO's `new_bind` + `cse_bind`) and
+/// prices the result with RLO's tree cost. `None` when the choice has no acyclic term.
+///
+/// ```
+/// use std::collections::HashMap;
+/// let mut eg: egg::EGraph<_core::lang::Mdl, _core::analysis::TensorAnalysis> = Default::default();
+/// let e = "(add (exp (var x Float)) (mul (var y Float) (exp (var x Float))))";
+/// let root = eg.add_expr(&e.parse().unwrap());
+/// eg.rebuild();
+/// let term = _core::ks_cost::extract_shared(&eg, root, &HashMap::new()).unwrap();
+/// assert_eq!(term.to_string(), e);
+/// ```
+pub fn extract_shared(
+    egraph: &EGraph<Mdl, TensorAnalysis>,
+    root: Id,
+    functions: &HashMap<String, f64>,
+) -> Option<RecExpr<Mdl>> {
+    let mut cf = RloCost::new(egraph, functions);
+    let ids: Vec<Id> = egraph.classes().map(|c| c.id).collect();
+    let index: HashMap<Id, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let mut nodes: Vec<&Mdl> = vec![];
+    let mut node_eclass = vec![];
+    let mut node_children = vec![];
+    let mut node_cost = vec![];
+    for (i, class) in egraph.classes().enumerate() {
+        for n in &class.nodes {
+            nodes.push(n);
+            node_eclass.push(i);
+            node_children.push(
+                n.children()
+                    .iter()
+                    .map(|c| index[&egraph.find(*c)])
+                    .collect::<Vec<_>>(),
+            );
+            node_cost.push(own_cost(&mut cf, n));
+        }
+    }
+    let forbidden = vec![false; nodes.len()];
+    let roots = [index[&egraph.find(root)]];
+    let problem = crate::extract::Problem {
+        node_eclass: &node_eclass,
+        node_children: &node_children,
+        node_cost: &node_cost,
+        num_classes: ids.len(),
+        roots: &roots,
+        forbidden: &forbidden,
+    };
+    let choice = crate::extract::greedy_dag(&problem);
+    // The chosen e-nodes as one RecExpr (shared sub-terms added once; printing expands
+    // them), children first; a class met again on its own path is a cycle.
+    let mut expr = RecExpr::default();
+    let mut built: Vec<Option<Id>> = vec![None; ids.len()];
+    let mut on_path = vec![false; ids.len()];
+    fn build(
+        c: usize,
+        choice: &[Option<usize>],
+        nodes: &[&Mdl],
+        node_children: &[Vec<usize>],
+        built: &mut [Option<Id>],
+        on_path: &mut [bool],
+        expr: &mut RecExpr<Mdl>,
+    ) -> Option<Id> {
+        if let Some(id) = built[c] {
+            return Some(id);
+        }
+        if on_path[c] {
+            return None;
+        }
+        on_path[c] = true;
+        let k = choice[c]?;
+        let mut kids = vec![];
+        for &d in &node_children[k] {
+            kids.push(build(
+                d,
+                choice,
+                nodes,
+                node_children,
+                built,
+                on_path,
+                expr,
+            )?);
+        }
+        let mut i = 0;
+        let node = nodes[k].clone().map_children(|_| {
+            let id = kids[i];
+            i += 1;
+            id
+        });
+        let id = expr.add(node);
+        on_path[c] = false;
+        built[c] = Some(id);
+        Some(id)
+    }
+    build(
+        roots[0],
+        &choice,
+        &nodes,
+        &node_children,
+        &mut built,
+        &mut on_path,
+        &mut expr,
+    )?;
+    Some(expr)
+}
+
 /// Fresh `cse$N` names, none of them a symbol of the e-graph.
 struct Namer {
     taken: std::collections::HashSet<String>,
@@ -363,6 +482,28 @@ mod tests {
         f.insert("o$1".to_string(), 3.0);
         let o = "(ks_opaque o$1 Tensor2<Float> (var m Tensor2<Float>) (exp (var x Float)))";
         assert_eq!(cost_of(&o.parse().unwrap(), &f), 7.0);
+    }
+
+    #[test]
+    fn shared_extraction_counts_a_repeated_sub_term_once() {
+        // `(add (exp xy) (log xy))` costs 13 as a tree (xy twice) but 11 with xy shared;
+        // the chain of six products costs 12 either way.
+        let xy = "(mul (var x Float) (var y Float))";
+        let shared = format!("(add (exp {xy}) (log {xy}))");
+        let mut chain = "(var x Float)".to_string();
+        for _ in 0..5 {
+            chain = format!("(mul {chain} (var x Float))");
+        }
+        let chain = format!("(mul {chain} (var y Float))");
+        let mut eg: EGraph<Mdl, TensorAnalysis> = Default::default();
+        let a = eg.add_expr(&shared.parse().unwrap());
+        let b = eg.add_expr(&chain.parse().unwrap());
+        eg.union(a, b);
+        eg.rebuild();
+        let (c, tree) = extract(&eg, a, &HashMap::new());
+        assert_eq!((c, tree.to_string()), (12.0, chain));
+        let term = extract_shared(&eg, a, &HashMap::new()).unwrap();
+        assert_eq!(term.to_string(), shared);
     }
 
     #[test]

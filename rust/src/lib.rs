@@ -2,7 +2,7 @@
 //! ([`analysis`]), the rule DSL ([`rules`]), exploration with multi-pattern rules and cycle
 //! filtering ([`saturate`], [`cycles`]) and greedy extraction ([`extract`]).
 //!
-//! Python reaches it through the small `tensat_py._core` module in [`py`] (built with the
+//! Python reaches it through the small `tensat_py._core` module in `py` (built with the
 //! `python` feature); everything else is plain Rust, tested with `cargo test`.
 
 pub mod analysis;

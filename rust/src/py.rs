@@ -499,6 +499,17 @@ impl EGraph {
         (cost, expr.to_string())
     }
 
+    /// A term of the root chosen for shared sub-terms (`crate::ks_cost::extract_shared`:
+    /// DAG-cost greedy extraction under RLO's per-node costs), as s-expression text, or
+    /// `None`; the caller binds its repeated sub-terms and prices it.
+    fn extract_rlo_shared(
+        &self,
+        functions: std::collections::HashMap<String, f64>,
+    ) -> Option<String> {
+        crate::ks_cost::extract_shared(&self.ex.egraph, self.ex.root, &functions)
+            .map(|e| e.to_string())
+    }
+
     /// Export for extraction (see the module docs): dense class ids, e-nodes with their
     /// class and child classes, the filter list and each class's analysis data.
     fn export<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

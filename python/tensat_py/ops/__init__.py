@@ -62,6 +62,9 @@ class OpContext:
             runs a float graph wider than declared (``"float64"`` in verification); None
             to compute each tensor in its own dtype. Operators without float operands
             that make floats (``scalar``, ``cast``) produce this dtype when it is set.
+        scope: for the knossos dialect's constructs, the variables and functions in
+            scope where the node runs (a :class:`tensat_py.ops.knossos.KsScope`); None
+            elsewhere.
     """
 
     op: str
@@ -72,6 +75,7 @@ class OpContext:
     graph: Graph | None = None
     name: str = ""
     float_dtype: str | None = None
+    scope: Any = None
 
 
 #: ``evaluate(ctx, args) -> array`` (or a pair of arrays for ``split``).

@@ -44,9 +44,15 @@ __all__ = [
     "Policy",
     "POLICIES",
     "RuleSubset",
+    "Term",
     "best_program",
     "get_policy",
 ]
+
+#: A term: flat node list, ``(op, children)`` per node, root last (``EGraph``'s input);
+#: what A* (:mod:`tensat_py.policies.astar`) and RLO's moves
+#: (:mod:`tensat_py.policies.binding`) search over.
+Term = tuple[tuple[str, tuple[int, ...]], ...]
 
 #: Names accepted by ``optimize(policy=...)`` and ``tensat optimize --policy``.
 POLICIES = ("default", "learned", "astar")

@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from tensat_py.policies import Term
+
 __all__ = [
     "AStarResult",
     "LearnedValue",
@@ -58,8 +60,6 @@ __all__ = [
     "VALUE_MODEL_PATH",
 ]
 
-#: A term: flat node list, ``(op, children)`` per node, root last (``EGraph``'s input).
-Term = tuple[tuple[str, tuple[int, ...]], ...]
 
 #: The shipped value function (LightGBM text model, gzip) for Knossos terms.
 VALUE_MODEL_PATH = Path(__file__).with_name("value_function.txt.gz")
@@ -454,19 +454,22 @@ def eqsat_cost(
     return float(eg.extract_rlo({})[0])
 
 
-def optimize_ks_program(
+def improve_ks_program(
     prog: Any,
+    res: Any,
     value: Any = None,
     budget: int = 2000,
     depth: int = 10,
     verify: bool = True,
-    **eqsat: Any,
+    rules: Any = None,
 ) -> Any:
-    """``tensat optimize prog.ks --policy astar``: every def by equality saturation (the
-    pipeline's function stage, :func:`tensat_py.optimize` with options ``eqsat``), then by
-    A* over rewrite sequences with ``value`` (default: the shipped learned value function,
-    else the untrained one); a def keeps A*'s body only when it is cheaper and, with
-    ``verify``, evaluates like the original. Never worse than equality saturation alone.
+    """``tensat optimize prog.ks --policy astar``: after the pipeline's function stage
+    (every def by equality saturation, its result ``res``), A* over rewrite sequences of
+    each def with ``value`` (default: the shipped learned value function, else the
+    untrained one) and the rules ``rules`` (default: the front end's) plus the program's
+    ``inline_call`` rules; a def keeps A*'s body only when it is cheaper than the stage's
+    and, with ``verify``, evaluates like the original. Never worse than equality
+    saturation alone.
 
     Returns:
         the pipeline's :class:`tensat_py.result.OptimizeResult`, with the defs A* improved
@@ -484,9 +487,8 @@ def optimize_ks_program(
     )
     from tensat_py.frontends.knossos.lower import Untranslatable, lower, raise_term, signatures
     from tensat_py.frontends.knossos.syntax import Def, Program
-    from tensat_py.pipeline import load_rules, optimize
+    from tensat_py.rule_files import load_rules
 
-    res = optimize(prog, verify=verify, **{k: v for k, v in eqsat.items() if v is not None})
     if value is None:
         try:
             value = LearnedValue.load()
@@ -496,7 +498,7 @@ def optimize_ks_program(
     orig = prog.program
     sigs = signatures(orig)
     costs = function_costs(orig)
-    base = load_rules(eqsat.get("rules") or DEFAULT_RULES)
+    base = load_rules(rules or DEFAULT_RULES)
     inline_text = _inline_rules(orig, sigs)
     ruleset = (
         _core.RuleSet.union([base, _core.RuleSet.parse(inline_text, "<inline_call>")])

@@ -10,7 +10,7 @@ makes a single inlining a climb of several rewrites over costlier terms on a ter
 thousands of evaluations to inline the size of a ``build`` (``blas_train.kso``'s
 ``float_matrix_multiply``: none found in 20,000).
 
-Terms are :data:`tensat_py.policies.astar.Term` (flat, root last) as the Knossos front end
+Terms are :data:`tensat_py.policies.Term` (flat, root last) as the Knossos front end
 lowers them: ``(let x v body)``, ``(lam x T body)`` and ``(var x T)`` with the names and
 types as leaves. The moves here are capture-avoiding without renaming: an occurrence under
 a binder (``let`` or ``lam``) of a name free in the value is not offered, nor one whose
@@ -19,7 +19,7 @@ name a nearer binder shadows (it refers to that binder).
 
 from __future__ import annotations
 
-from tensat_py.policies.astar import Term
+from tensat_py.policies import Term
 
 __all__ = ["INLINE_LET", "inline_let_moves"]
 

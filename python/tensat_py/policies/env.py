@@ -67,7 +67,7 @@ class RewriteEnv(gym.Env):
         device: str = "t4",
     ) -> None:
         from tensat_py.cost import get_cost_model
-        from tensat_py.pipeline import load_rules
+        from tensat_py.rule_files import load_rules
 
         if isinstance(program, str):
             from tensat_py import models

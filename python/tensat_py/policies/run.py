@@ -24,7 +24,7 @@ the default pipeline (run as well) when that is cheaper.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tensat_py.graph import Graph
@@ -35,7 +35,7 @@ __all__ = ["optimize_with_policy", "astar_graph"]
 def _resolve(graph: Graph, kw: Mapping[str, Any]) -> tuple[Any, Any]:
     from tensat_py.cost import get_cost_model
     from tensat_py.frontends import defaults_for
-    from tensat_py.pipeline import load_rules
+    from tensat_py.rule_files import load_rules
 
     fe = defaults_for(graph)
     rules = kw.get("rules") or (fe.default_rules if fe is not None else "taso")
@@ -73,21 +73,24 @@ def astar_graph(
     return to_graph(res.best), res.best_cost, res
 
 
-def optimize_with_policy(graph: Graph, policy: str, kw: dict[str, Any]) -> Any:
-    """``optimize(graph, policy=policy, **kw)`` for ``"learned"`` and ``"astar"``.
+def optimize_with_policy(
+    graph: Graph, policy: str, kw: dict[str, Any], optimize: Callable[..., Any]
+) -> Any:
+    """``optimize(graph, policy=policy, **kw)`` for ``"learned"`` and ``"astar"``;
+    ``optimize`` is the pipeline's default policy (:func:`tensat_py.optimize`), which the
+    policy runs beside its own search and falls back to.
 
     Raises:
         ValueError: an unknown policy name.
         ImportError: the ``learn`` extra is missing (``"learned"``).
     """
-    from tensat_py.pipeline import optimize
     from tensat_py.policies import POLICIES
 
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
     ruleset, model = _resolve(graph, kw)
     if policy == "learned":
-        return _staged(graph, ruleset, model, kw)
+        return _staged(graph, ruleset, model, kw, optimize)
     from tensat_py.verify import verify as verify_graphs
 
     start = time.perf_counter()
@@ -117,10 +120,11 @@ def optimize_with_policy(graph: Graph, policy: str, kw: dict[str, Any]) -> Any:
     return res
 
 
-def _staged(graph: Graph, ruleset: Any, model: Any, kw: dict[str, Any]) -> Any:
+def _staged(
+    graph: Graph, ruleset: Any, model: Any, kw: dict[str, Any], optimize: Callable[..., Any]
+) -> Any:
     """``optimize(graph, policy="learned", **kw)``: the default pipeline, then the learned
     second stage on its program (see the module)."""
-    from tensat_py.pipeline import optimize
     from tensat_py.policies.staged import StagedMultiPolicy, refine
     from tensat_py.verify import verify as verify_graphs
 

@@ -221,7 +221,7 @@ def refine(
     Example:
         >>> from tensat_py import models, optimize
         >>> from tensat_py.cost import get_cost_model
-        >>> from tensat_py.pipeline import load_rules
+        >>> from tensat_py.rule_files import load_rules
         >>> rules, model = load_rules("taso"), get_cost_model("roofline", "t4")
         >>> p1 = optimize(models.get("squeezenet"), verify=False).graph
         >>> pol = StagedMultiPolicy(None).bind(rules, model)  # admit every merge

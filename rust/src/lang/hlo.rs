@@ -87,6 +87,7 @@ pub static DIALECT: Dialect = Dialect {
             output: Output::Tensor,
             infer: concatenate,
             summary: "HLO concatenate of any number of operands along one axis",
+            rlo_cost: None,
         },
     ],
 };

@@ -202,6 +202,7 @@ const fn op(
         output: Output::Tensor,
         infer,
         summary,
+        rlo_cost: None,
     }
 }
 
@@ -215,7 +216,8 @@ pub static DIALECT: Dialect = Dialect {
             None,
             var,
             "a variable of the given type",
-        ),
+        )
+        .rlo(0.0),
         op(
             "let",
             &[Sym("name"), T("value"), T("body")],
@@ -250,9 +252,11 @@ pub static DIALECT: Dialect = Dialect {
             None,
             index,
             "element i of vector v",
-        ),
-        op("size", &[T("v")], None, size, "length of vector v"),
-        op("sum", &[T("v")], None, sum, "sum of the elements of v"),
+        )
+        .rlo(1.0),
+        op("size", &[T("v")], None, size, "length of vector v").rlo(1.0),
+        op("sum", &[T("v")], None, sum, "sum of the elements of v")
+            .rlo(crate::ks_cost::ASSUMED_VECTOR_SIZE - 1.0),
         op(
             "tuple",
             &[],
@@ -266,7 +270,8 @@ pub static DIALECT: Dialect = Dialect {
             None,
             get,
             "element i (1-based) of an n-tuple",
-        ),
+        )
+        .rlo(0.0),
         op(
             "if",
             &[T("cond"), T("then"), T("else")],
@@ -280,7 +285,8 @@ pub static DIALECT: Dialect = Dialect {
             None,
             assert,
             "body, after checking cond",
-        ),
+        )
+        .rlo(1.0),
         op(
             "call",
             &[Sym("name"), Sym("type")],

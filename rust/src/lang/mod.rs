@@ -221,6 +221,25 @@ pub struct OpDecl {
     pub infer: TypeRule,
     /// One line: what it computes (the full reference is docs/language.md).
     pub summary: &'static str,
+    /// RLO's cost of one application besides its operands' costs, for the operators RLO
+    /// prices that way (knossos-ksc `rlo/src/rlo/costs.py`; read by `crate::ks_cost`);
+    /// `None` for operators priced otherwise (binders, calls) or not priced by RLO.
+    pub rlo_cost: Option<f64>,
+}
+
+impl OpDecl {
+    /// This declaration with RLO's cost of one application (see [`OpDecl::rlo_cost`]).
+    ///
+    /// ```
+    /// assert_eq!(_core::lang::decl("mul").and_then(|d| d.rlo_cost), Some(2.0));
+    /// assert_eq!(_core::lang::decl("matmul").and_then(|d| d.rlo_cost), None);
+    /// ```
+    pub const fn rlo(self, cost: f64) -> OpDecl {
+        OpDecl {
+            rlo_cost: Some(cost),
+            ..self
+        }
+    }
 }
 
 /// A tensor-valued declaration without a variadic operand (the common case in the
@@ -238,6 +257,7 @@ pub(crate) const fn op(
         output: Output::Tensor,
         infer,
         summary,
+        rlo_cost: None,
     }
 }
 

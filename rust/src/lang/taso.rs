@@ -129,6 +129,7 @@ pub static DIALECT: Dialect = Dialect {
             output: Output::Pair,
             infer: split,
             summary: "cut x where the concat that produced it joined its inputs",
+            rlo_cost: None,
         },
         op("split_0", &[Pair("s")], split_part, "first part of a split"),
         op(
@@ -169,6 +170,7 @@ pub static DIALECT: Dialect = Dialect {
             output: Output::Tensor,
             infer: opaque,
             summary: "an operator the language does not model",
+            rlo_cost: None,
         },
     ],
 };

@@ -337,7 +337,7 @@ def optimize_program(
     from tensat_py.cost.rlo import RloCostModel
     from tensat_py.def_phases import optimize_functions
     from tensat_py.frontends.knossos.functions import KsFunctions
-    from tensat_py.pipeline import load_rules
+    from tensat_py.rule_files import load_rules
 
     if rules is None:
         parts = DEFAULT_RULES.split("+")

@@ -13,6 +13,12 @@ below; ``[fwd f]``, ``[rev f]`` and ``[sufrev f]`` without a def are computed by
 differences of ``f`` (so the original and an optimised def agree; the figures are not
 ksc's AD).
 
+The constructs (``let``, ``lam``, ``if``, ``assert``, ``build``, ``sumbuild``, ``index``,
+``size``, ``sum``, ``tuple``, ``get$i$n``) run through their operators' declarations
+(:mod:`tensat_py.ops.knossos`), which hold their semantics; this module walks the syntax
+tree, resolves calls and holds the prelude's primitives. :func:`evaluate_term` runs the
+e-graph form of a def instead (:mod:`tensat_py.runtime.knossos_exec`).
+
 >>> from tensat_py.frontends.knossos.syntax import parse_text
 >>> p = parse_text("(def f Float ((v : Vec Float))"
 ...                " (sumbuild (size v) (lam (i : Integer) (index i v))))")
@@ -42,6 +48,10 @@ from tensat_py.frontends.knossos.syntax import (
     Program,
     Var,
 )
+from tensat_py.ops import OpContext
+from tensat_py.ops import get as op_def
+from tensat_py.ops import knossos as ks
+from tensat_py.ops.knossos import EvalError, Given, TensorN
 
 __all__ = [
     "EvalError",
@@ -50,6 +60,7 @@ __all__ = [
     "evaluate",
     "random_value",
     "compare_defs",
+    "evaluate_term",
     "close",
 ]
 
@@ -57,18 +68,6 @@ __all__ = [
 #: Seconds one evaluation may take (a benchmark ``main`` over real sizes takes far longer
 #: in Python than compiled; such a def is reported as not verified).
 TIME_LIMIT = 3.0
-
-
-class EvalError(RuntimeError):
-    """The program cannot run here (unknown function, failed assert, bad index)."""
-
-
-def _add(a: Any, b: Any) -> Any:
-    if isinstance(a, tuple):
-        return tuple(_add(x, y) for x, y in zip(a, b, strict=False))
-    if isinstance(a, list):
-        return _like(a, [_add(x, y) for x, y in zip(a, b, strict=False)])
-    return a + b
 
 
 def _div(a: Any, b: Any) -> Any:
@@ -80,26 +79,13 @@ def _div(a: Any, b: Any) -> Any:
     return float(np.float64(a) / np.float64(b)) if np.isscalar(b) and b != 0 else a / b
 
 
-class TensorN(list):  # type: ignore[type-arg]
-    """A ``Tensor N`` value with N > 1: nested lists (rows are plain lists) that know
-    their rank, so that ``size`` gives a tuple and overloads tell it from a Vec of Vecs."""
-
-    def __init__(self, rows: Any, rank: int) -> None:
-        super().__init__(rows)
-        self.rank = rank
-
-
-def _like(proto: Any, rows: list[Any]) -> Any:
-    return TensorN(rows, proto.rank) if isinstance(proto, TensorN) else rows
-
-
 def _elementwise(f: Callable[..., Any]) -> Callable[..., Any]:
     def g(*xs: Any) -> Any:
         if any(isinstance(x, list) for x in xs):
             proto = next(x for x in xs if isinstance(x, list))
             n = max(len(x) for x in xs if isinstance(x, list))
             rows = [g(*(x[i] if isinstance(x, list) else x for x in xs)) for i in range(n)]
-            return _like(proto, rows)
+            return ks.like(proto, rows)
         return f(*xs)
 
     return g
@@ -133,66 +119,8 @@ PRELUDE: dict[str, Callable[..., Any]] = {
     "lgamma": _elementwise(math.lgamma),
     "pow": lambda a, b=None: (a[0] ** a[1]) if b is None else a**b,
     "to_float": _elementwise(float),
-    "size": lambda v: len(v),
-    "index": lambda i, v: _index(i, v),
-    "sum": lambda v: _sum(v),
-    "tuple": lambda *xs: tuple(xs),
     "dot": lambda a, b: float(np.dot(np.asarray(a, float), np.asarray(b, float))),
 }
-
-
-def _index(i: Any, v: Sequence[Any]) -> Any:
-    for k in i if isinstance(i, tuple) else (i,):
-        if not isinstance(v, list) or not 0 <= k < len(v):
-            raise EvalError(f"index {i} out of range")
-        v = v[k]
-    return v
-
-
-def _size(v: Any, rank: int = 1) -> Any:
-    """``size``: an Integer for a Vec, a tuple of Integers for a Tensor N (N > 1)."""
-    if rank == 1:
-        return len(v)
-    out = []
-    for _ in range(rank):
-        out.append(len(v))
-        v = v[0] if v else []
-    return tuple(out)
-
-
-def _indices(n: Any) -> list[Any]:
-    """The index values of a loop over ``n`` (an Integer or a tuple of Integers)."""
-    if isinstance(n, tuple):
-        return [tuple(int(x) for x in ix) for ix in np.ndindex(*n)]
-    return list(range(int(n)))
-
-
-def _build(n: Any, f: Callable[[Any], Any]) -> Any:
-    if not isinstance(n, tuple):
-        return [f(i) for i in range(int(n))]
-
-    def rec(prefix: tuple[int, ...]) -> Any:
-        if len(prefix) == len(n):
-            return f(prefix)
-        return [rec((*prefix, i)) for i in range(int(n[len(prefix)]))]
-
-    return TensorN(rec(()), len(n))
-
-
-def _sum(v: Sequence[Any]) -> Any:
-    if len(v) == 0:
-        raise EvalError("sum of an empty Vec")
-    acc = v[0]
-    for x in v[1:]:
-        acc = _add(acc, x)
-    return acc
-
-
-def _flatsum(v: Any) -> Any:
-    """The sum of every element of a (possibly nested) tensor."""
-    if isinstance(v, list) and v and isinstance(v[0], list):
-        return _sum([_flatsum(x) for x in v])
-    return _sum(v)
 
 
 def _ranhash(i: int) -> float:
@@ -208,7 +136,7 @@ def _scale(s: Any, a: Any) -> Any:
     if isinstance(a, tuple):
         return tuple(_scale(s, x) for x in a)
     if isinstance(a, list):
-        return _like(a, [_scale(s, x) for x in a])
+        return ks.like(a, [_scale(s, x) for x in a])
     return s * a
 
 
@@ -268,9 +196,6 @@ PRELUDE.update(
         "ts_neg": lambda a: _scale(-1.0, a),
         "ts_dot": _dot,
         "dot": _dot,
-        "size": lambda v: _size(v, _rank(v)),
-        "index": _index,
-        "sum": _flatsum,
         "cosh": _elementwise(math.cosh),
         "sinh": _elementwise(math.sinh),
         "atan": _elementwise(math.atan),
@@ -293,8 +218,8 @@ PRELUDE.update(
         "print": lambda *xs: 0,
         "Vec_init": lambda *xs: list(xs),
         "unzip": lambda v: tuple(list(x) for x in zip(*v, strict=True)) if v else (),
-        "constVec": lambda n, x: _build(n, lambda _i: x),
-        "deltaVec": lambda n, i, x: _build(n, lambda j: x if j == i else _scale(0.0, x)),
+        "constVec": lambda n, x: ks.build_value(n, lambda _i: x),
+        "deltaVec": lambda n, i, x: ks.build_value(n, lambda j: x if j == i else _scale(0.0, x)),
         "relu": _elementwise(lambda x: max(x, 0.0)),
         "sigmoid": _elementwise(lambda x: 1.0 / (1.0 + math.exp(-x))),
     }
@@ -309,7 +234,7 @@ def _map_pair(a: Any, b: Any) -> Any:
     if isinstance(a, tuple):
         return tuple(_map_pair(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, list):
-        return _like(a, [_map_pair(x, y) for x, y in zip(a, b, strict=True)])
+        return ks.like(a, [_map_pair(x, y) for x, y in zip(a, b, strict=True)])
     return a + b
 
 
@@ -326,13 +251,13 @@ def _nontrivial(v: Any) -> Any:
         for _ in range(v.rank - 1):
             flat = [y for x in flat for y in x]
         if all(_nontrivial(x) is None for x in flat):
-            return _size(v, v.rank)
+            return ks.size_of(v, v.rank)
         return _map_tensor(_shape, v)
     if isinstance(v, list):
         inner = [_nontrivial(x) for x in v]
         if not v or all(x is None for x in inner):
-            return _size(v, _rank(v))
-        return _like(v, inner)
+            return ks.size_of(v, ks.rank_of(v))
+        return ks.like(v, inner)
     if isinstance(v, tuple):
         parts = [_nontrivial(x) for x in v]
         if all(p is None for p in parts):
@@ -343,7 +268,7 @@ def _nontrivial(v: Any) -> Any:
 
 def _zero_of_shape(t: Any) -> Any:
     if isinstance(t, list):
-        return _like(t, [_zero_of_shape(x) for x in t])
+        return ks.like(t, [_zero_of_shape(x) for x in t])
     if isinstance(t, tuple) and t:
         return tuple(_zero_of_shape(x) for x in t)
     return 0.0
@@ -353,7 +278,7 @@ def _from_sparse(template: Any, n: Any, f: Callable[[Any], Any]) -> Any:
     """ksc's ``buildFromSparse``: a tensor shaped like ``template`` (a tensor of
     shapes) whose elements are the sums of the values ``f`` pairs with each index."""
     out = _zero_of_shape(template)
-    for ix in _indices(n):
+    for ix in ks.loop_indices(n):
         i, v = f(ix)
         path = i if isinstance(i, tuple) else (i,)
         row = out
@@ -361,7 +286,7 @@ def _from_sparse(template: Any, n: Any, f: Callable[[Any], Any]) -> Any:
             row = row[k]
         if not 0 <= path[-1] < len(row):
             raise EvalError(f"buildFromSparse: index {i} out of range")
-        row[path[-1]] = _add(row[path[-1]], v)
+        row[path[-1]] = ks.add_values(row[path[-1]], v)
     return out
 
 
@@ -373,16 +298,15 @@ def _check(f: Any, rev_f: Any, s: Any, ds: Any, dt: Any) -> float:
     return abs(float(lhs) - float(rhs))
 
 
+#: Calls that are constructs of the knossos dialect: run by their ``OpDef``
+#: (:mod:`tensat_py.ops.knossos`) on the evaluated arguments.
+_CONSTRUCT_CALLS = frozenset({"build", "sumbuild", "index", "size", "sum", "tuple"})
+
 #: Primitives of two arguments that also take them as one pair (ksc's calling convention).
 _BINARY_PRIMS = {
     "add", "sub", "mul", "div", "max", "min", "eq", "ne", "gt", "lt", "gte", "lte", "and",
     "or", "pow", "atan2", "dot", "ts_add", "ts_scale", "ts_dot",
 }  # fmt: skip
-
-
-def _rank(v: Any) -> int:
-    """The rank of a tensor value: a :class:`TensorN`'s, else 1 (a Vec)."""
-    return v.rank if isinstance(v, TensorN) else 1
 
 
 _H = 1e-6
@@ -394,7 +318,7 @@ def _map_floats(x: Any, fn: Callable[[float], Any], discrete: Any = ()) -> Any:
     if isinstance(x, tuple):
         return tuple(_map_floats(y, fn, discrete) for y in x)
     if isinstance(x, list):
-        return _like(x, [_map_floats(y, fn, discrete) for y in x])
+        return ks.like(x, [_map_floats(y, fn, discrete) for y in x])
     if isinstance(x, float):
         return fn(x)
     return x if discrete is None else discrete
@@ -405,7 +329,7 @@ def _perturb(x: Any, d: Any, h: float) -> Any:
     if isinstance(x, tuple):
         return tuple(_perturb(a, b, h) for a, b in zip(x, d, strict=False))
     if isinstance(x, list):
-        return _like(x, [_perturb(a, b, h) for a, b in zip(x, d, strict=False)])
+        return ks.like(x, [_perturb(a, b, h) for a, b in zip(x, d, strict=False)])
     if isinstance(x, float) and isinstance(d, (int, float)):
         return x + h * float(d)
     return x
@@ -416,7 +340,7 @@ def _diff(a: Any, b: Any, h: float) -> Any:
     if isinstance(a, tuple):
         return tuple(_diff(x, y, h) for x, y in zip(a, b, strict=False))
     if isinstance(a, list):
-        return _like(a, [_diff(x, y, h) for x, y in zip(a, b, strict=False)])
+        return ks.like(a, [_diff(x, y, h) for x, y in zip(a, b, strict=False)])
     if isinstance(a, float):
         return (a - b) / (2 * h)
     return ()
@@ -461,7 +385,7 @@ def _matches(v: Any, t: KsType) -> bool:
             and all(_matches(x, a) for x, a in zip(v, t.args, strict=True))
         )
     if k == "Tensor":
-        if not isinstance(v, list) or _rank(v) != t.rank:
+        if not isinstance(v, list) or ks.rank_of(v) != t.rank:
             return False
         flat: list[Any] = list(v)
         for _ in range(t.rank - 1):
@@ -511,7 +435,12 @@ class _Interp:
             want = parts[2] if parts is not None else None
             return next((d for d in lst if arg_type([t for _, t in d.params]) == want), None)
         # One def and no other implementation of the name: that def.
-        sole = len(lst) == 1 and base not in PRELUDE and base not in self.edefs
+        sole = (
+            len(lst) == 1
+            and base not in PRELUDE
+            and base not in _CONSTRUCT_CALLS - {"build", "sumbuild"}
+            and base not in self.edefs
+        )
         if sole:
             return lst[0]
         for d in lst:
@@ -561,12 +490,8 @@ class _Interp:
         d = self.find(name, args)
         if d is not None:
             return self.call_def(d, args)
-        if name == "build":
-            n, f = args
-            return _build(n, f)
-        if name == "sumbuild":
-            n, f = args
-            return _sum([f(i) for i in _indices(n)])
+        if name in _CONSTRUCT_CALLS:
+            return self.construct(name, {}, [Given(a) for a in args], env)
         if name == "fold":
             f, acc, v = args
             for x in v:
@@ -580,10 +505,7 @@ class _Interp:
             return float(r) if isinstance(r, (int, float)) else 0.0
         if name.startswith("get$"):
             i, n = (int(x) for x in name.split("$")[1:3])
-            t = args[0]
-            if not isinstance(t, tuple) or len(t) != n:
-                raise EvalError(f"{name} of {t!r}")
-            return t[i - 1]
+            return self.construct("get", {"i": i, "n": n}, [Given(a) for a in args], env)
         if name in PRELUDE:
             if len(args) == 1 and isinstance(args[0], tuple) and name in _BINARY_PRIMS:
                 args = list(args[0])  # (add (tuple a b)) is (add a b)
@@ -591,6 +513,15 @@ class _Interp:
         if name.startswith("["):
             return self.structured(name, args, env)
         return self.uninterpreted(name, args)
+
+    def opaque(self, key: str, operands: list[Any]) -> Any:
+        """Run the untranslated sub-term ``key`` (the front end's side table) with its
+        holes and free variables bound to ``operands``' values, in that order."""
+        from tensat_py.frontends.knossos.lower import opaque_skeleton
+
+        skeleton, names, holes = opaque_skeleton(key, len(operands))
+        env = dict(zip(holes + names, operands, strict=True))
+        return self.eval(skeleton, env)
 
     def uninterpreted(self, name: str, args: list[Any]) -> Any:
         """An ``edef`` nothing defines: a deterministic pseudo-random value of its result
@@ -633,6 +564,16 @@ class _Interp:
             return _shape(f(args[0] if len(args) == 1 else tuple(args)))
         raise EvalError(f"no evaluator for `{name}`")
 
+    def construct(
+        self, op: str, params: dict[str, Any], operands: Sequence[Any], env: dict[str, Any]
+    ) -> Any:
+        """Run the knossos-dialect construct ``op`` through its ``OpDef``."""
+        ctx = OpContext(op, params, (), None, scope=_Scope(self, env))
+        return _EVALUATE[op](ctx, operands)
+
+    def operands(self, exprs: Sequence[Expr], env: dict[str, Any]) -> list[_Operand]:
+        return [_Operand(self, x, env) for x in exprs]
+
     def eval(self, e: Expr, env: dict[str, Any]) -> Any:
         self.steps += 1
         if self.steps & 0xFFF == 0 and time.perf_counter() > self.deadline:
@@ -644,19 +585,14 @@ class _Interp:
                 raise EvalError(f"unbound variable `{e.name}`")
             return env[e.name]
         if isinstance(e, Let):
-            v = self.eval(e.rhs, env)
-            if e.tupled:
-                return self.eval(e.body, {**env, **dict(zip(e.vars, v, strict=False))})
-            return self.eval(e.body, {**env, e.vars[0]: v})
+            name = e.vars if e.tupled else e.vars[0]
+            return self.construct("let", {"name": name}, self.operands((e.rhs, e.body), env), env)
         if isinstance(e, Lam):
-            return lambda x: self.eval(e.body, {**env, e.var: x})
+            return self.construct("lam", {"name": e.var}, self.operands((e.body,), env), env)
         if isinstance(e, If):
-            c = self.eval(e.cond, env)
-            return self.eval(e.then if c else e.other, env)
+            return self.construct("if", {}, self.operands((e.cond, e.then, e.other), env), env)
         if isinstance(e, Assert):
-            if not self.eval(e.cond, env):
-                raise EvalError("assertion failed")
-            return self.eval(e.body, env)
+            return self.construct("assert", {}, self.operands((e.cond, e.body), env), env)
         assert isinstance(e, Call)
         if e.name == "$dummy" and len(e.args) == 1:
             from tensat_py.frontends.knossos.lower import type_of_expr
@@ -666,6 +602,44 @@ class _Interp:
                 raise EvalError("`$dummy` of something that is not a type")
             return random_value(t, np.random.default_rng(0))
         return self.apply(e.name, [self.eval(a, env) for a in e.args], env)
+
+
+class _Operand:
+    """A syntax-tree operand of a construct (:class:`tensat_py.ops.knossos.KsOperand`)."""
+
+    __slots__ = ("interp", "expr", "env")
+
+    def __init__(self, interp: _Interp, expr: Expr, env: dict[str, Any]) -> None:
+        self.interp, self.expr, self.env = interp, expr, env
+
+    def value(self) -> Any:
+        return self.interp.eval(self.expr, self.env)
+
+    def under(self, bindings: Any) -> Any:
+        return self.interp.eval(self.expr, {**self.env, **bindings})
+
+
+class _Scope:
+    """The variables and functions where a construct runs (:class:`ks.KsScope`)."""
+
+    __slots__ = ("interp", "env")
+
+    def __init__(self, interp: _Interp, env: dict[str, Any]) -> None:
+        self.interp, self.env = interp, env
+
+    def variable(self, name: str) -> Any:
+        if name not in self.env:
+            raise EvalError(f"unbound variable `{name}`")
+        return self.env[name]
+
+    def call(self, name: str, args: list[Any]) -> Any:
+        return self.interp.apply(name, args, self.env)
+
+    def opaque(self, key: str, operands: list[Any]) -> Any:
+        return self.interp.opaque(key, operands)
+
+
+_EVALUATE = {name: op_def(name).evaluate for name in ks.CONSTRUCTS}
 
 
 def _map_tensor(f: Callable[[Any], Any], v: Any) -> Any:
@@ -695,6 +669,51 @@ def evaluate(prog: Program, d: Def, args: Sequence[Any], prelude: Program | None
     return _Interp(prog, prelude=prelude).call_def(d, args)
 
 
+class _TermProgram:
+    """The program a term's calls resolve in (:class:`tensat_py.runtime.knossos_exec.Program`)."""
+
+    def __init__(self, interp: _Interp) -> None:
+        self.interp = interp
+
+    def call(self, name: str, args: list[Any]) -> Any:
+        from tensat_py.frontends.knossos.lower import call_name
+
+        return self.interp.apply(call_name(name), args, {})
+
+    def opaque(self, key: str, operands: list[Any]) -> Any:
+        return self.interp.opaque(key, operands)
+
+
+def evaluate_term(
+    prog: Program,
+    nodes: Sequence[tuple[str, Sequence[int]]],
+    params: Sequence[str],
+    args: Sequence[Any],
+    prelude: Program | None = None,
+) -> Any:
+    """Run a knossos-dialect term (a def's body as :func:`~tensat_py.frontends.knossos.
+    lower.lower` or extraction writes it) with its parameters ``params`` bound to
+    ``args``, through the operators' declarations
+    (:func:`tensat_py.runtime.knossos_exec.run_term`); calls resolve as in :func:`run`.
+
+    Raises:
+        EvalError: as :func:`run`; also when ``params`` and ``args`` differ in length.
+
+    >>> from tensat_py.frontends.knossos.syntax import parse_text
+    >>> from tensat_py.frontends.knossos.lower import lower, signatures
+    >>> p = parse_text("(def f Float ((x : Float)) (mul x (add x 1.0)))")
+    >>> nodes, _ = lower(p.defs[0], signatures(p))
+    >>> evaluate_term(p, nodes, ["x"], [2.0])
+    6.0
+    """
+    from tensat_py.runtime.knossos_exec import run_term
+
+    if len(params) != len(args):
+        raise EvalError(f"{len(params)} parameters, {len(args)} arguments")
+    interp = _Interp(prog, prelude=prelude)
+    return run_term(nodes, dict(zip(params, args, strict=True)), _TermProgram(interp))
+
+
 def random_value(t: KsType, rng: np.random.Generator, n: int = 3) -> Any:
     """A random value of type ``t``; every tensor has ``n`` elements per dimension (so
     matrices are square and nested sizes agree); a ``Lam S T`` is a constant function
@@ -711,7 +730,7 @@ def random_value(t: KsType, rng: np.random.Generator, n: int = 3) -> Any:
         return ()
     if t.kind == "Tensor":
         size = (n,) * t.rank if t.rank > 1 else n
-        return _build(size, lambda _i: random_value(t.args[0], rng, n))
+        return ks.build_value(size, lambda _i: random_value(t.args[0], rng, n))
     if t.kind == "Tuple":
         return tuple(random_value(a, rng, n) for a in t.args)
     if t.kind == "Lam":

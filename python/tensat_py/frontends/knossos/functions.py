@@ -6,7 +6,9 @@ they call (the call graph), each def's body as a flat knossos-dialect term
 (:func:`.lower.lower`) and back (:func:`.lower.raise_term`), the program's own rules (one
 ``inline_call`` rule per non-recursive def, from the program as optimised so far), the
 function costs RLO's cost model takes as data (:func:`function_costs`), the hoisted
-variants of a def (:mod:`.hoist`, RLO's ``new_bind``/``lift_bind``/``cse_bind``) and the
+variants of a def (:mod:`.hoist`, RLO's ``new_bind``/``lift_bind``/``cse_bind``), a def
+with its lets and calls unfolded as a second start for exploration (``normalised``), the
+e-graph's term chosen for shared sub-terms with them bound (``shared``) and the
 evaluator's check of a candidate against the original def (:func:`.evaluate.compare_defs`).
 
 >>> from tensat_py.frontends.knossos import KsProgram, parse_text
@@ -59,6 +61,7 @@ class KsFunctions:
             called = free_vars(self.items[i].body, calls=True) & names
             self._callees[i] = {j for n in called for j in by_name[n]}
         self._rules: Any = None  # the inline_call rules, rebuilt after a replace()
+        self._costs: dict[str, float] | None = None  # function_costs(), once
         self._rules_stale = True
 
     def functions(self) -> list[int]:
@@ -118,6 +121,53 @@ class KsFunctions:
         from tensat_py.frontends.knossos.hoist import hoist_def
 
         return [hoist_def(d, cse=cse) for cse in (False, True)]
+
+    def normalised(self, d: Def) -> Def | None:
+        """``d`` with every ``let`` substituted, every call to a non-recursive def of the
+        program (as optimised so far) inlined and every ``get`` of a ``tuple`` taken
+        (:func:`.hoist.inline_all`): a start for exploration that the ``inline_let`` rules
+        need not unfold; None where that does not apply or changes nothing."""
+        from tensat_py.frontends.knossos.hoist import inline_all
+
+        by_name: dict[str, list[int]] = {}
+        for j in self.functions():
+            by_name.setdefault(str(self.items[j].name), []).append(j)
+        defs = {
+            n: self.items[js[0]]
+            for n, js in by_name.items()
+            # One def of that name (no overloads), not recursive (nor calling anything
+            # that calls it: inline_all inlines through the callees' own calls).
+            if len(js) == 1 and not self._reaches(js[0], js[0])
+        }
+        out = inline_all(d, defs)
+        return None if out is None or out.body == d.body else out
+
+    def _reaches(self, i: int, target: int) -> bool:
+        """Whether def ``i`` calls ``target``, directly or through other defs."""
+        seen: set[int] = set()
+        todo = list(self.callees(i))
+        while todo:
+            j = todo.pop()
+            if j == target:
+                return True
+            if j not in seen:
+                seen.add(j)
+                todo.extend(self.callees(j))
+        return False
+
+    def shared(self, i: int, egraph: Any) -> list[Def]:
+        """Def ``i`` with the term of ``egraph``'s root chosen for shared sub-terms
+        (``EGraph.extract_rlo_shared``: DAG-cost greedy extraction under RLO's per-node
+        costs) as its body, repeated sub-terms bound by ``let`` (:func:`.hoist.hoist_def`
+        with ``cse``, RLO's ``new_bind`` + ``cse_bind``); empty when there is none."""
+        from tensat_py.frontends.knossos.hoist import hoist_def
+
+        if self._costs is None:
+            self._costs = self.function_costs()
+        term = egraph.extract_rlo_shared(self._costs)
+        if term is None:
+            return []
+        return [hoist_def(self.raise_term(i, term), cse=True)]
 
     def check(self, i: int, cand: Def) -> tuple[bool, str]:
         """Run the original def ``i`` and ``cand`` on the same random arguments

@@ -31,7 +31,7 @@ from tensat_py.frontends.knossos.syntax import (
     Var,
 )
 
-__all__ = ["free_vars", "hoist_def"]
+__all__ = ["free_vars", "hoist_def", "inline_all"]
 
 
 def free_vars(e: Expr, calls: bool = False) -> frozenset[str]:
@@ -275,3 +275,109 @@ def hoist_def(d: Def, cse: bool = False) -> Def:
         body = _Cse(hoister).scope(body)
     body = _copy_prop(body)
     return Def(d.name, d.ret, d.params, body, d.line)
+
+
+#: :func:`inline_all` gives up on a body larger than this (nodes): substituting every
+#: ``let`` can multiply a term's size.
+INLINE_ALL_MAX_NODES = 4000
+
+
+def inline_all(d: Def, defs: dict[str, Def] | None = None) -> Def | None:
+    """``d`` with no ``let`` and no call to the functions in ``defs``: RLO's ``inline_let``
+    + ``delete_let`` on every ``let`` (a tuple ``let`` binds each name to its ``get`` of
+    the value), ``inline_call`` on every call to a def of ``defs`` (by name, with as many
+    arguments as it has parameters; the caller leaves out recursive ones) and
+    ``select_of_tuple`` on every ``get`` of a ``tuple``, composed as one pass.
+
+    Not a cheaper def (shared values are repeated), but a start for exploration with no
+    ``let`` for the ``inline_let`` rules to push down one operator at a time (their
+    e-nodes otherwise fill the node limit before the arithmetic is reached) and no tuple
+    in the way; the cheapest term extracted from it binds the repeated values again.
+    ``None`` when the body has a lambda (substituting under its binder could capture) or
+    applies a variable (an opaque term), a call nests more than 32 deep, or the result
+    has more than :data:`INLINE_ALL_MAX_NODES` nodes.
+
+    >>> from tensat_py.frontends.knossos.syntax import parse_text, print_expr
+    >>> p = parse_text("(def g Float ((a : Float)) (mul a a))"
+    ...     "(def f Float ((x : Float)) (let (y (add x 1.0)) (get$1$2 (tuple (g y) y))))")
+    >>> print_expr(inline_all(p.defs[1], {"g": p.defs[0]}).body)
+    '(mul (add x 1.0) (add x 1.0))'
+    """
+    defs = defs or {}
+    params = {p for p, _ in d.params}
+    size = [0]
+
+    def go(e: Expr, env: dict[str, Expr], depth: int) -> Expr | None:
+        size[0] += 1
+        if size[0] > INLINE_ALL_MAX_NODES or depth > 32:
+            return None
+        if isinstance(e, Var):
+            return env.get(e.name, e)
+        if isinstance(e, Const):
+            return e
+        if isinstance(e, Let):
+            rhs = go(e.rhs, env, depth)
+            if rhs is None:
+                return None
+            inner = dict(env)
+            if len(e.vars) == 1 and not e.tupled:
+                inner[e.vars[0]] = rhs
+            else:
+                n = len(e.vars)
+                for k, v in enumerate(e.vars):
+                    if isinstance(rhs, Call) and rhs.name == "tuple" and len(rhs.args) == n:
+                        inner[v] = rhs.args[k]
+                    else:
+                        inner[v] = Call(f"get${k + 1}${n}", (rhs,))
+            return go(e.body, inner, depth)
+        if isinstance(e, If):
+            parts = [go(x, env, depth) for x in (e.cond, e.then, e.other)]
+            return None if any(x is None for x in parts) else If(*parts)  # type: ignore[arg-type]
+        if isinstance(e, Assert):
+            c, b = go(e.cond, env, depth), go(e.body, env, depth)
+            return None if c is None or b is None else Assert(c, b)
+        if not isinstance(e, Call):
+            return None  # a lambda
+        if str(e.name) in env or str(e.name) in params:
+            return None  # a lambda-valued variable applied: an opaque term, left alone
+        args: list[Expr] = []
+        for a in e.args:
+            x = go(a, env, depth)
+            if x is None:
+                return None
+            args.append(x)
+        name = str(e.name)
+        if name.startswith("get$") and args and isinstance(args[0], Call):
+            parts_ = name.split("$")
+            t = args[0]
+            if t.name == "tuple" and len(parts_) == 3 and parts_[2] == str(len(t.args)):
+                return t.args[int(parts_[1]) - 1]
+        callee = defs.get(name)
+        if callee is not None and len(callee.params) == len(args):
+            return go(
+                callee.body,
+                {p: a for (p, _), a in zip(callee.params, args, strict=True)},
+                depth + 1,
+            )
+        return Call(e.name, tuple(args))
+
+    body = go(d.body, {}, 0)
+    if body is None or _tree_size(body, {}) > INLINE_ALL_MAX_NODES:
+        return None
+    return Def(d.name, d.ret, d.params, body, d.line)
+
+
+def _tree_size(e: Expr, memo: dict[int, int]) -> int:
+    """:func:`_size` of a term whose sub-terms may be shared objects (each object's size
+    once, by identity)."""
+    k = id(e)
+    if k not in memo:
+        if isinstance(e, Call):
+            memo[k] = 1 + sum(_tree_size(a, memo) for a in e.args)
+        elif isinstance(e, If):
+            memo[k] = 1 + sum(_tree_size(a, memo) for a in (e.cond, e.then, e.other))
+        elif isinstance(e, Assert):
+            memo[k] = 1 + _tree_size(e.cond, memo) + _tree_size(e.body, memo)
+        else:
+            memo[k] = _size(e)
+    return memo[k]

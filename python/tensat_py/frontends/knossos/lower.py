@@ -938,6 +938,28 @@ def _raise_opaque(key: str, operands: list[Expr]) -> Expr:
     return body
 
 
+def call_name(symbol: str) -> str:
+    """The function name a ``call`` node's symbol stands for (an overload's mangled
+    ``name@ArgType`` symbol maps back to ``name``; any other symbol is the name)."""
+    return _SYMBOL_NAMES.get(symbol, symbol)
+
+
+def opaque_skeleton(key: str, n_operands: int) -> tuple[Expr, list[str], list[str]]:
+    """The syntax an opaque sub-term ``key`` stands for, to run it: ``(skeleton,
+    free variable names, hole variable names)``; ``ks_opaque``'s operands are its holes
+    then its free variables.
+
+    Raises:
+        ValueError: ``key`` is unknown, or ``n_operands`` is not its operand count.
+    """
+    if key not in _OPAQUE:
+        raise ValueError(f"unknown opaque key `{key}`")
+    sk, names, nholes = _OPAQUE[key]
+    if n_operands != nholes + len(names):
+        raise ValueError(f"opaque `{key}` takes {nholes + len(names)} operands, got {n_operands}")
+    return sk, list(names), [f"{_HOLE}{k}" for k in range(nholes)]
+
+
 def _fill(e: Expr, holes: list[Expr]) -> Expr:
     if isinstance(e, Var) and e.name.startswith(_HOLE):
         return holes[int(e.name[len(_HOLE) :])]
