@@ -16,7 +16,15 @@ compute the same state (float32, relative 1e-5), then timed through ``jax.jit`` 
 side with an A/A (a second copy of ``separate``): rotating rounds, the speedup the median
 of the per-round ratios with its 95 % interval (``tensat_py.runtime.timing``).
 
-Run: ``python bench/nasrnn_bound.py --out bench/nasrnn_bound.md`` (about a minute).
+Beside them, in the same rotating rounds, the optimiser's program (``--tensat``, the
+default): the zoo's NasRNN optimised with the defaults for HLO (``cost_model="xla"`` on
+``device="cpu"``, confirmation on XLA CPU), and its input, both printed as HLO with their
+weights as entry parameters and their weight-only operators pre-computed
+(:func:`tensat_py.runtime.xla_exec.freeze_weights`), each compiled by XLA, with a second
+copy of the input as their A/A. Its speedup over its input is measured; its predicted
+speedup (the ``xla`` model's cost before / after) is a prediction and says so.
+
+Run: ``python bench/nasrnn_bound.py --out bench/nasrnn_bound.md`` (about two minutes).
 """
 
 from __future__ import annotations
@@ -106,11 +114,105 @@ def _timed(fn: Callable[..., jax.Array], *args: Any) -> Callable[[], object]:
     return lambda: jitted(*dev).block_until_ready()
 
 
+def tensat_merged(steps: int, dots: int, hidden: int = HIDDEN) -> Any:
+    """The zoo's NasRNN (``tensat_py.models.nasrnn``) as a graph with its matmuls merged
+    by hand, the weights concatenated in the graph (weight-only operators, pre-computed
+    when it runs): ``dots=2``, ``x @ [Wx_0 .. Wx_7]`` and ``h @ [Wh_0 .. Wh_7]`` per
+    step, sliced and added; ``dots=1``, ``[x, h] @ [[Wx], [Wh]]``, sliced."""
+    from tensat_py.builder import GraphBuilder
+
+    b = GraphBuilder()
+    xs = [b.input((1, hidden), name=f"x{i}") for i in range(steps)]
+    h = b.weight((1, hidden), name="h0")
+
+    def part(y: Any, i: int) -> Any:
+        ends = ((i + 1) * hidden,)
+        return b.op("slice", y, starts=(i * hidden,), ends=ends, axes=(1,), steps=(1,))
+
+    for s in range(steps):
+        wx = [b.weight((hidden, hidden), name=f"s{s}_wx{i}") for i in range(8)]
+        wh = [b.weight((hidden, hidden), name=f"s{s}_wh{i}") for i in range(8)]
+        if dots == 2:
+            y1, y2 = b.matmul(xs[s], b.concat(1, wx)), b.matmul(h, b.concat(1, wh))
+            t = [b.ewadd(part(y1, i), part(y2, i)) for i in range(8)]
+        else:
+            w = b.concat(0, [b.concat(1, wx), b.concat(1, wh)])
+            y = b.matmul(b.concat(1, [xs[s], h]), w)
+            t = [part(y, i) for i in range(8)]
+        m0 = b.ewadd(b.relu(t[0]), b.sigmoid(t[3]))
+        m1 = b.ewadd(b.sigmoid(t[1]), b.tanh(t[2]))
+        m2 = b.ewmul(b.sigmoid(t[4]), b.tanh(t[5]))
+        m3 = b.ewmul(b.sigmoid(t[6]), b.relu(t[7]))
+        m4 = b.ewadd(b.sigmoid(m1), b.tanh(m2))
+        m5 = b.ewmul(b.tanh(m0), b.tanh(m3))
+        m6 = b.ewmul(b.tanh(m4), b.tanh(m5))
+        h = b.tanh(m6)
+    return b.finish([h])
+
+
+def tensat_programs(steps: int, time_limit: float) -> dict[str, Any]:
+    """The zoo's NasRNN optimised with the defaults for HLO (``cost_model="xla"``,
+    ``device="cpu"``, confirmation on XLA CPU), beside its input, a second copy of it
+    (the A/A) and the input merged by hand (:func:`tensat_merged`, 2 and 1 dots per
+    step). Returns ``calls`` (callables running each once on XLA, weight-only operators
+    pre-computed, in that order: input, A/A, optimised, merged2, merged1), ``result``
+    (the :class:`~tensat_py.OptimizeResult`), ``seconds`` (the optimiser's),
+    ``predicted`` (the xla model's speedup of each merged program over the input, priced
+    by one model in this run: predictions) and ``max_abs_diff`` (largest absolute
+    difference of each program's output from the input's, on XLA).
+
+    Raises:
+        SystemExit: a merged program computes another state (relative error over 1e-5).
+    """
+    import tensat_py
+    from tensat_py.cost.xla import XlaCostModel
+    from tensat_py.frontends.hlo import dumps, entry_leaves
+    from tensat_py.models import nasrnn
+    from tensat_py.runtime import numpy_exec
+    from tensat_py.runtime.protocol import XlaCpu, _xla_runnable
+    from tensat_py.runtime.xla_exec import freeze_weights
+
+    g = nasrnn(steps=steps)
+    t0 = time.perf_counter()
+    res = tensat_py.optimize(
+        g, cost_model="xla", device="cpu", time_limit=time_limit, confirm=XlaCpu()
+    )
+    seconds = time.perf_counter() - t0
+    hand = [tensat_merged(steps, 2), tensat_merged(steps, 1)]
+    model = XlaCostModel()
+    base = model.graph_cost(g)
+    predicted = [base / model.graph_cost(m) for m in hand]
+    feeds = numpy_exec.random_feeds(g, seed=1)
+    calls = []
+    for prog in (g, g, res.graph, *hand):
+        fg, ff = freeze_weights(prog, feeds)
+        calls.append(_xla_runnable(dumps(fg), [ff[n] for n in entry_leaves(fg)]))
+    outs = [np.asarray(c()[0][0]) for c in calls]  # type: ignore[index]
+    diffs = [float(np.max(np.abs(o - outs[0]))) for o in outs]
+    scale = max(float(np.max(np.abs(outs[0]))), 1e-30)
+    if max(diffs) / scale > 1e-5:
+        raise SystemExit(f"a tensat program computes another state (errors {diffs})")
+    return {
+        "calls": calls,
+        "result": res,
+        "seconds": seconds,
+        "predicted": predicted,
+        "max_abs_diff": max(diffs),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="write the table here (markdown)")
     ap.add_argument("--rounds", type=int, default=200, help="timed rounds (default 200)")
     ap.add_argument("--steps", type=int, default=5, help="cell steps (default 5, Tensat's)")
+    ap.add_argument(
+        "--tensat",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time the optimiser's program and its input beside the JAX programs",
+    )
+    ap.add_argument("--time-limit", type=float, default=60.0, help="the optimiser's (s)")
     args = ap.parse_args()
     if args.rounds < 1 or args.steps < 1:
         ap.error(f"--rounds and --steps must be at least 1, got {args.rounds}, {args.steps}")
@@ -132,6 +234,9 @@ def main() -> None:
         _timed(merged2, v["xs"], v["h"], v["wxc"], v["whc"]),
         _timed(merged1, v["xs"], v["h"], wc),
     ]
+    ours = tensat_programs(STEPS, args.time_limit) if args.tensat else None
+    if ours is not None:
+        calls += ours["calls"]
     t0 = time.perf_counter()
     times = rotating(calls, rounds=args.rounds, warmup=5)
     seconds = time.perf_counter() - t0
@@ -141,12 +246,19 @@ def main() -> None:
         lo, hi = median_interval(r)
         rows.append((label, float(np.median(r)), lo, hi, float(np.median(times[i])) * 1e3))
     base_ms = float(np.median(times[0])) * 1e3
+    cache = (
+        f"TENSAT_CACHE_DIR={os.environ['TENSAT_CACHE_DIR']} "
+        if os.environ.get("TENSAT_CACHE_DIR")
+        else ""
+    )
     lines = [
         "# NasRNN on XLA CPU: the bound of merging its matmuls by hand",
         "",
-        f"Command: `python bench/nasrnn_bound.py --steps {STEPS} --out bench/nasrnn_bound.md` "
+        f"Command: `{cache}python bench/nasrnn_bound.py --steps {STEPS} --rounds {args.rounds}"
+        f"{'' if args.tensat else ' --no-tensat'} --out bench/nasrnn_bound.md` "
         f"(jax {jax.__version__}, {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs; {args.rounds} rotating rounds, {seconds:.0f} s).",
+        f"{os.cpu_count()} CPUs; {args.rounds} rotating rounds, {seconds:.0f} s; load average "
+        f"{os.getloadavg()[0]:.1f} at the end: the machine is shared).",
         "",
         f"NasRNN as Tensat's zoo builds it ({STEPS} steps, hidden {HIDDEN}, batch 1), in JAX; "
         "every variant computes the same state (float32, relative error under 1e-5). "
@@ -161,10 +273,63 @@ def main() -> None:
     per = {"A/A (separate, second copy)": 16, "merged2": 2, "merged1": 1}
     for label, med, lo, hi, ms in rows:
         lines.append(f"| {label} | {per[label]} | {ms:.3f} | {med:.3f} | [{lo:.3f}, {hi:.3f}] |")
+    if ours is not None:
+        lines += _tensat_rows(ours, times, STEPS)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
         args.out.write_text(text)
+
+
+def _tensat_rows(ours: dict[str, Any], times: list[list[float]], steps: int) -> list[str]:
+    """The optimiser's rows: its input, the input's A/A copy and its program, against
+    its input and against the JAX programs of the same rounds (``times``: separate, its
+    copy, merged2, merged1, then the input, its copy, the program)."""
+    res = ours["result"]
+    mm = res.graph.op_counts().get("matmul", 0)
+    inp, aa, prog, m2, m1 = times[4:9]
+    p2, p1 = ours["predicted"]
+
+    def cell(ref: list[float], x: list[float]) -> str:
+        r = paired_ratios(x, ref)  # ref / x: > 1 is faster
+        lo, hi = median_interval(r)
+        return f"{float(np.median(r)):.3f} [{lo:.3f}, {hi:.3f}]"
+
+    pred = res.cost_before / res.cost_after if res.cost_after else float("nan")
+    rows = [
+        ("tensat: input (the zoo's NasRNN as HLO)", 16, inp, "1.000"),
+        ("tensat: A/A (input, second copy)", 16, aa, ""),
+        (f"tensat: optimised ({res.extraction_status})", mm / steps, prog, f"{pred:.3f}"),
+        ("tensat: input merged by hand, 2 dots per step", 2, m2, f"{p2:.3f}"),
+        ("tensat: input merged by hand, 1 dot per step", 1, m1, f"{p1:.3f}"),
+    ]
+    lines = [
+        "",
+        "The optimiser's program, timed in the same rounds: `tensat_py.optimize(nasrnn("
+        f'steps={steps}), cost_model="xla", device="cpu", confirm=XlaCpu())` '
+        f"({ours['seconds']:.0f} s), its input (the zoo's graph printed as HLO, weights as "
+        "entry parameters), a second copy of the input (the A/A) and the input merged by "
+        "hand as graphs (`tensat_merged`: the concatenations of weights in the graph); "
+        "every program with its weight-only operators pre-computed (`freeze_weights`), "
+        "all computing the input's state (largest absolute difference on XLA "
+        f"{ours['max_abs_diff']:.1e}). Speedups are measured (median of per-round "
+        "ratios, 95 % interval); `predicted` is the xla cost model's speedup over the "
+        "input (cost before / after; for the optimised program, the cost of the program "
+        "it returned), a prediction. Where the optimiser returned its input "
+        "(`fallback-*`), its row is a third copy of the input: its ratio is noise.",
+        "",
+        "| program | matmuls per step | median ms | measured speedup over tensat input "
+        "| over JAX separate | over JAX merged2 | over JAX merged1 | predicted |",
+        "|---|---:|---:|---|---|---|---|---:|",
+    ]
+    for label, per_step, t, pr in rows:
+        lines.append(
+            f"| {label} | {per_step:g} | {np.median(t) * 1e3:.3f} | {cell(inp, t)} | "
+            f"{cell(times[0], t)} | {cell(times[2], t)} | {cell(times[3], t)} | {pr} |"
+        )
+    if res.message:
+        lines += ["", f"The optimiser said: {res.message}."]
+    return lines
 
 
 if __name__ == "__main__":

@@ -59,76 +59,13 @@ def gather(work: Path, layers: list[int], shared: bool) -> list[Path]:
     return out
 
 
-def freeze(graph, feeds: dict) -> tuple:
-    """``graph`` with its weight-only operators pre-computed, as at inference (a zoo
-    model's merged weights are computed once, not per run): every weight-only node that a
-    run-time node or an output reads becomes a weight holding its value (NumPy reference
-    executor). Returns the new graph and its feeds (inputs and weights by name)."""
-    import copy
-
-    from tensat_py.graph import LEAF_OPS, Graph
-    from tensat_py.runtime import numpy_exec
-
-    live = graph.live()
-    readers: dict[int, bool] = {}
-    for i, n in enumerate(graph.nodes):
-        if live[i] and not n.constant:
-            for j in n.inputs:
-                readers[j] = True
-    frontier = [
-        i
-        for i, n in enumerate(graph.nodes)
-        if live[i]
-        and n.constant
-        and n.op not in LEAF_OPS
-        and (readers.get(i) or i in graph.outputs)
-    ]
-    values: dict[int, object] = {}
-    if frontier:
-        g2 = copy.copy(graph)
-        g2.outputs = frontier
-        values = dict(zip(frontier, numpy_exec.run(g2, feeds), strict=True))
-    out, new_feeds, ids = Graph(), {}, {}
-    for i, n in enumerate(graph.nodes):
-        if not live[i]:
-            continue
-        if n.op == "input":
-            ids[i] = out.add_input(n.name, n.shape, n.dtype)
-            new_feeds[n.name] = feeds[n.name]
-        elif n.op == "weight":
-            if readers.get(i) or i in graph.outputs:  # else only pre-computed operators read it
-                ids[i] = out.add_weight(n.name, n.shape, n.dtype)
-                new_feeds[n.name] = feeds[n.name]
-        elif i in values:
-            name = f"frozen_{i}"
-            ids[i] = out.add_weight(name, n.shape, n.dtype)
-            new_feeds[name] = values[i]
-        elif n.op == "split" and not n.constant:
-            ids[i] = ids[n.inputs[0]]  # its halves become slices (below)
-        elif n.op in ("split_0", "split_1") and not n.constant:
-            # TASO's split cuts where a concat joined (shape analysis); with that concat
-            # pre-computed into a weight, the cut is written as the slice it is.
-            src = graph.nodes[graph.nodes[n.inputs[0]].inputs[0]]
-            axis = int(graph.nodes[n.inputs[0]].params["axis"])
-            k = graph.nodes[i].shape[axis]
-            lo, hi = (0, k) if n.op == "split_0" else (src.shape[axis] - k, src.shape[axis])
-            ids[i] = out.add_node(
-                "slice",
-                {"starts": [lo], "ends": [hi], "axes": [axis], "steps": [1]},
-                [ids[n.inputs[0]]],
-                n.name,
-            )
-        elif not n.constant:
-            ids[i] = out.add_node(n.op, n.params, [ids[j] for j in n.inputs], n.name)
-    out.outputs = [ids[i] for i in graph.outputs]
-    return out, new_feeds
-
-
 def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget_s: float):
     """One zoo model: optimised with its own front end's rules (TASO's) under
     ``cost_model``, then the input and the program kept, weight-only operators
-    pre-computed (:func:`freeze`), printed as HLO (weights as entry parameters) and timed
-    side by side on XLA CPU with an A/A. Returns an ``HloRow`` as a dict; never raises."""
+    pre-computed (:func:`tensat_py.runtime.xla_exec.freeze_weights`, as confirmation on
+    XLA and the ``xla`` cost model's whole-program prices do), printed as HLO (weights as
+    entry parameters) and timed side by side on XLA CPU with an A/A. Returns an
+    ``HloRow`` as a dict; never raises."""
     import statistics
     import traceback
     from dataclasses import asdict
@@ -137,14 +74,20 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
     from tensat_py.bench_hlo import HloRow, _rel_err
     from tensat_py.frontends.hlo import dumps, entry_leaves
     from tensat_py.runtime import numpy_exec, timing
-    from tensat_py.runtime.protocol import _xla_runnable
+    from tensat_py.runtime.protocol import XlaCpu, _xla_runnable
+    from tensat_py.runtime.xla_exec import freeze_weights
 
     row = HloRow(f"zoo_{name}.hlo")
     try:
         g = tensat_py.load(name)
         row.ops_before = g.num_operators()
         t0 = time.perf_counter()
-        res = tensat_py.optimize(g, cost_model=cost_model, device=device, time_limit=time_limit)
+        # The zoo model is run as HLO: confirmed on XLA CPU, as HLO input is by default
+        # (a built graph's default runtime is onnxruntime).
+        confirm = XlaCpu() if cost_model == "xla" else None
+        res = tensat_py.optimize(
+            g, cost_model=cost_model, device=device, time_limit=time_limit, confirm=confirm
+        )
         row.verify_s = float(res.stats.get("phase_seconds", {}).get("verification", 0.0))
         row.opt_s = time.perf_counter() - t0 - row.verify_s
         row.ops_after, row.enodes = res.graph.num_operators(), int(res.stats.get("enodes") or 0)
@@ -155,7 +98,7 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
         feeds = numpy_exec.random_feeds(g, seed=1)
         runs = []
         for prog in (g, res.graph, g):
-            fg, ff = freeze(prog, feeds)
+            fg, ff = freeze_weights(prog, feeds)
             text = dumps(fg)
             runs.append(_xla_runnable(text, [ff[n] for n in entry_leaves(fg)]))
         outs = [r() for r in runs[:2]]

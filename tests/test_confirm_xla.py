@@ -14,6 +14,7 @@ import pytest
 import tensat_py
 from click.testing import CliRunner
 from tensat_py.builder import GraphBuilder
+from tensat_py.cost import get_cost_model
 from tensat_py.frontends.hlo import loads
 from tensat_py.runtime.confirm import measured_speedup
 from tensat_py.runtime.protocol import OnnxRuntimeCpu, Runtime, XlaCpu, runtime_for
@@ -65,7 +66,11 @@ class FakeRuntime(Runtime):
 def test_the_runtime_follows_the_front_end():
     assert isinstance(runtime_for(loads(_lora_hlo())), XlaCpu)
     b = GraphBuilder()
-    assert isinstance(runtime_for(b.finish(b.relu(b.input((2, 3), "x")))), OnnxRuntimeCpu)
+    built = b.finish(b.relu(b.input((2, 3), "x")))
+    assert isinstance(runtime_for(built), OnnxRuntimeCpu)
+    # A prediction of the xla cost model is confirmed on XLA, whatever the front end.
+    assert isinstance(runtime_for(built, get_cost_model("xla", device="cpu")), XlaCpu)
+    assert isinstance(runtime_for(built, get_cost_model("roofline")), OnnxRuntimeCpu)
     assert XlaCpu().version.startswith("jaxlib ") and XlaCpu().label.startswith("xla-cpu (")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from reference_data import fixture, param, shared
 from tensat_py.frontends.knossos import replay as R
+from tensat_py.frontends.knossos.rlo_terms import _node_at
 from tensat_py.frontends.knossos.syntax import parse_file, parse_text
 
 # Our hand-written kernels with hand-written ; BEST lines (tests/fixtures/knossos) and,
@@ -38,8 +39,8 @@ def test_rlo_numbering_of_a_two_parameter_def() -> None:
         "(let f (lam var0 (let x (select var0 1) (let a (select var0 0) "
         "(let n (size x) (build n i (mul a (index i x))))))) f)"
     )
-    assert R._node_at(e, 14).op == "let" and R._node_at(e, 14).kids[0].name == "n"
-    assert R._node_at(e, 19).name == "n"  # the build's size
+    assert _node_at(e, 14).op == "let" and _node_at(e, 14).kids[0].name == "n"
+    assert _node_at(e, 19).name == "n"  # the build's size
 
 
 def test_expert_sequence_inlines_and_deletes() -> None:

@@ -18,9 +18,9 @@ stages of this one driver, not a second pipeline inside the front end:
    its ``let`` bindings substituted and its calls inlined (the binding rules' e-nodes otherwise
    fill the node limit before the arithmetic is reached);
 3. the **hoisting policy** (``hoist=True``): the extracted and the original function with
-   loop invariants hoisted; then up to ``rounds`` rounds of exploration from the cheapest
-   candidate so far (extracted both ways, hoisted again), until a round finds nothing
-   cheaper;
+   loop invariants hoisted; then two chains of at most ``rounds`` explorations, one from
+   the cheapest candidate so far (until it finds nothing cheaper), one from the tree
+   extraction's terms alone;
 4. **verification**: the cheapest candidate that the front end's checker accepts (the
    Knossos evaluator on random arguments) is kept, never one costlier than the input;
 5. the **time limit** is the pipeline's: each function's exploration gets at most
@@ -154,8 +154,8 @@ def optimize_functions(
         verify: check candidates with the front end's checker; a candidate it rejects is
             not kept, one it cannot run is kept and reported as not verified.
         hoist: add the hoisting policy's candidates (see the module's docstring).
-        rounds: most rounds of exploration from the cheapest candidate (with ``hoist``);
-            a round that finds nothing cheaper ends them.
+        rounds: most explorations of each of the two chains of restarts (with
+            ``hoist``; see the module's docstring).
         only: optimise just these function names (the others are kept, not reported).
         time_limit: the ``time_limit`` to report (default the budget's limit).
 
@@ -179,9 +179,9 @@ def optimize_functions(
 
     def saturate(
         i: int, nodes: list[Any], rules: Any, seconds: float
-    ) -> tuple[dict[str, Any], list[tuple[float, Any]]]:
-        """Explore from ``nodes``; the extracted terms as ``(cost, def)``, cheapest first:
-        the cost model's extraction and the front end's shared-sub-term ones."""
+    ) -> tuple[dict[str, Any], list[tuple[float, Any]], list[tuple[float, Any]]]:
+        """Explore from ``nodes``; the extracted terms as ``(cost, def)``: the cost model's
+        extraction and the front end's shared-sub-term ones."""
         nonlocal explore_seconds
         eg = _core.EGraph(nodes)
         with budget.phase("exploration"):
@@ -199,42 +199,62 @@ def optimize_functions(
         with budget.phase("extraction"):
             cost, term = model.extract(eg)
             found = [(cost, fs.raise_term(i, term))]
+            ends = []
             for d in shared(i, eg) if shared is not None else []:
                 try:
-                    found.append((model.term_cost(fs.lower(d)), d))
+                    ends.append((model.term_cost(fs.lower(d)), d))
                 except _SKIP:
                     continue
-        found.sort(key=lambda c: c[0])
-        return st, found
+        return st, found, ends
 
     def _rounds(
         i: int,
         cands: list[tuple[float, Any]],
+        ends: list[tuple[float, Any]],
         rules: Any,
         seconds: float,
         start: float,
         before: float,
     ) -> None:
-        """Explore again from the cheapest candidate, adding what each round finds (and
-        its hoisted variants) to ``cands``: at most ``rounds`` rounds, within
-        :data:`DEF_TIME_LIMIT` seconds of ``start``; a round that finds nothing cheaper
-        ends them (the next would start from the same term)."""
-        for _ in range(rounds):
-            if not cands or _free(cands) or budget.left() <= 0:
-                break
-            if time.perf_counter() - start > DEF_TIME_LIMIT:
-                break
-            low, best = min(cands, key=lambda c: c[0])
-            try:
-                _, found = saturate(i, fs.lower(best), rules, seconds)
-            except _SKIP:
-                break
-            for c2, d2 in found:
-                if c2 < before - EPS:
-                    cands.append((c2, d2))
-                cands += _hoisted(fs, model, [d2], before)
-            if min(c for c, _ in cands) >= low - EPS:
-                break
+        """Explore again from the candidates so far, adding what each exploration finds
+        (and its hoisted variants) to ``cands`` (the shared extraction's terms to
+        ``ends``), within :data:`DEF_TIME_LIMIT` seconds of ``start``, along two chains of
+        at most ``rounds`` starts each. The first starts each time from the cheapest
+        candidate of any kind (a shared term's lets let the rules work on a sub-term once)
+        and ends when an exploration finds nothing cheaper. The second starts from the
+        cheapest tree-extracted term of its own chain not explored from yet (a tree term
+        shows the rules every sub-term; the first chain can settle in a shared term's
+        local minimum that this one walks around)."""
+        tree = list(cands)
+        tried: set[str] = set()
+        for chain in ("any", "tree"):
+            for _ in range(rounds):
+                if _free(cands + ends) or budget.left() <= 0:
+                    return
+                if time.perf_counter() - start > DEF_TIME_LIMIT:
+                    return
+                pool = cands + ends if chain == "any" else tree
+                fresh = [(c, d) for c, d in pool if repr(d.body) not in tried]
+                if not fresh:
+                    break
+                low, best = min(fresh, key=lambda c: c[0])
+                tried.add(repr(best.body))
+                try:
+                    _, found, more = saturate(i, fs.lower(best), rules, seconds)
+                except _SKIP:
+                    break
+                for c2, d2 in found:
+                    new = [(c2, d2)] if c2 < before - EPS else []
+                    new += _hoisted(fs, model, [d2], before)
+                    cands += new
+                    if chain == "tree":
+                        tree += new
+                for c2, d2 in more:
+                    if c2 < before - EPS:
+                        ends.append((c2, d2))
+                    ends += _hoisted(fs, model, [d2], before)
+                if chain == "any" and min(c for c, _ in cands + ends) >= low - EPS:
+                    break
 
     for k, i in enumerate(order):
         start = time.perf_counter()
@@ -255,22 +275,26 @@ def optimize_functions(
         seconds = min(DEF_TIME_LIMIT, share)
         own = fs.rules()
         rules = _core.RuleSet.union([ruleset, own]) if own is not None else ruleset
-        stats, found = saturate(i, nodes, rules, seconds)
+        stats, found, more = saturate(i, nodes, rules, seconds)
         for key in totals:
             totals[key] += float(stats.get(key, 0))
         cands: list[tuple[float, Any]] = [(c, d) for c, d in found if c < before - EPS]
+        ends: list[tuple[float, Any]] = [(c, d) for c, d in more if c < before - EPS]
         # A second start: the def with its lets substituted and its calls inlined (the
         # front end's `normalised`), where exploration reaches the arithmetic at once.
-        flat = normalised(orig) if normalised is not None and not _free(cands) else None
+        flat = normalised(orig) if normalised is not None and not _free(cands + ends) else None
         if flat is not None and budget.left() > 0:
             try:
-                _, found = saturate(i, fs.lower(flat), rules, seconds / 2)
+                _, found, more = saturate(i, fs.lower(flat), rules, seconds / 2)
                 cands += [(c, d) for c, d in found if c < before - EPS]
+                ends += [(c, d) for c, d in more if c < before - EPS]
             except _SKIP:
                 pass
         if hoist:
+            ends += _hoisted(fs, model, [d for _, d in ends], before)
             cands += _hoisted(fs, model, [orig] + [d for _, d in cands], before)
-            _rounds(i, cands, rules, seconds / 2, start, before)
+            _rounds(i, cands, ends, rules, seconds / 2, start, before)
+        cands += ends
         cands.sort(key=lambda c: c[0])
         if not cands:
             results[i] = DefResult(

@@ -578,8 +578,9 @@ def _decide(run: Run) -> None:
 
 def confirm(run: Run, confirm: bool | Runtime | None) -> None:
     """With ``confirm`` (default: for a cost model measured on the CPU), times the input
-    and the candidate side by side on the input's runtime (XLA on the CPU for HLO,
-    onnxruntime otherwise; or the :class:`~tensat_py.runtime.protocol.Runtime` given) and
+    and the candidate side by side on the input's runtime (XLA on the CPU for HLO or for
+    the ``xla`` cost model's predictions, onnxruntime otherwise; or the
+    :class:`~tensat_py.runtime.protocol.Runtime` given) and
     keeps the candidate only when it is measurably faster: its median per-round speedup
     at least ``1 +`` :data:`CONFIRM_MARGIN` and the lower end of that median's 95 %
     interval (:func:`~tensat_py.runtime.timing.median_interval`) above 1; an ONNX
@@ -592,7 +593,7 @@ def confirm(run: Run, confirm: bool | Runtime | None) -> None:
     from tensat_py.runtime.confirm import measured_speedup
     from tensat_py.runtime.protocol import Runtime, runtime_for
 
-    runtime = confirm if isinstance(confirm, Runtime) else runtime_for(graph)
+    runtime = confirm if isinstance(confirm, Runtime) else runtime_for(graph, run.model)
     budget = max(0.5, min(10.0, run.budget.left()))
     with run.budget.phase("confirmation"), run.display.phase("confirmation"):
         c = measured_speedup(

@@ -30,8 +30,7 @@ use crate::lang::Mdl;
 use egg::{CostFunction, EGraph, Id, Language, RecExpr};
 use std::collections::HashMap;
 
-/// RLO's `assumed_vector_size`.
-pub const ASSUMED_VECTOR_SIZE: f64 = 16.0;
+pub use crate::lang::knossos::ASSUMED_VECTOR_SIZE;
 /// RLO's `build_malloc_cost`.
 pub const BUILD_MALLOC_COST: f64 = 2.0;
 /// RLO's `apply_cost` (overhead of a call).

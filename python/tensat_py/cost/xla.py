@@ -65,6 +65,34 @@ decide whether the candidate is kept, are those of the programs XLA runs (its al
 simplifier, CSE and fusions included), while extraction is guided by the per-e-node
 prices above.
 
+Weights (:mod:`tensat_py.cost.residency`). Two facts of XLA CPU runs that a program's
+prices must hold, both measured on NasRNN (``bench/nasrnn_bound.md``):
+
+* *Weight-only operators are pre-computed.* A user of XLA with fixed weights computes
+  what depends on the weights alone once (XLA's constant folding does so for literal
+  weights), so a weight-only operator costs nothing per e-node (``ctx.constant``), and a
+  whole program is priced with them frozen into weights
+  (:func:`tensat_py.runtime.xla_exec.freeze_weights`; confirmation on XLA times it so
+  too). Without that, merging two dots over the concatenation of their weights measures
+  0.84x (the concatenation runs every time).
+* *Weights are read from memory, not the cache*, once a program's weights outgrow what
+  the cache keeps between runs. A one-operator measurement runs its dot again and again
+  with its weight in the cache (NasRNN's 1x512 by 512x512 dot: 15-24 us), while inside
+  the program each weight is read from memory once per run (50-80 us per dot with 128
+  of them side by side, each with a weight of its own). So while a program whose
+  weights hold at least :data:`COLD_MIN_BYTES` is priced (:meth:`XlaCostModel.graph_cost`,
+  :meth:`XlaCostModel.costs_for_export`), a program region or library operator that
+  reads weights costs at least their bytes over the bandwidth XLA reaches on weights of
+  that size when the program's whole weight set is cycled through
+  (:meth:`XlaCostModel.bandwidth`; :func:`tensat_py.cost.residency.cold_adjust`), and,
+  where streaming its weights is a fair share of its time (:data:`COLD_SHARE`), its
+  figure is measured cold: copies of it side by side, each with weights of its own, that
+  together read the program's weight set (:func:`replicated_module`,
+  :meth:`XlaCostModel._cold_count`). Where the cache does hold the weight set, those
+  measurements run at cache speed and change nothing: whether weights are cold is what
+  the measurement says, not a cache size read from the operating system (a virtual
+  machine may report its host's: 480 MiB here).
+
 Measurements live in the profile cache (:mod:`tensat_py.cost.database`) under a device
 fingerprint whose runtime is ``"xla-cpu"`` with the jax and jaxlib versions, so they
 never mix with ``profile``'s onnxruntime figures. Each measurement: ``warmup`` untimed
@@ -79,12 +107,13 @@ fills the cache ahead of time.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +132,13 @@ from tensat_py.cost.profile import (
     one_op_graph,
     signature,
     time_callable,
+)
+from tensat_py.cost.residency import (
+    BandwidthCurve,
+    ColdWeights,
+    export_weight_bytes,
+    graph_weight_bytes,
+    non_decreasing,
 )
 from tensat_py.graph import Graph, TensorType
 
@@ -123,6 +159,15 @@ __all__ = [
     "CHAIN",
     "TIMING",
     "MAX_PASS_ELEMENTS",
+    "COLD_MIN_BYTES",
+    "COLD_MAX_BYTES",
+    "STREAM_SIDES",
+    "STREAM_ROUNDS",
+    "stream_signature",
+    "replicas",
+    "replicated_module",
+    "MAX_REPLICAS",
+    "working_set",
 ]
 
 #: The runtime named in the device fingerprint (never mixed with ``onnxruntime``'s).
@@ -165,6 +210,19 @@ ELEMENTS = 1 << 16
 CHAIN = 8
 #: Default timing of each measurement (:func:`tensat_py.cost.profile.time_callable`).
 TIMING: dict[str, Any] = {"warmup": 2, "min_reps": 7, "max_reps": 200, "target_seconds": 0.03}
+#: Weight bytes from which a program's weights are priced cold (the bandwidth measured
+#: over its weight set, :meth:`XlaCostModel.bandwidth`); below it they are taken to stay
+#: in the caches between runs (8 MiB: this machine's L2 is 2 MiB per core).
+COLD_MIN_BYTES = 8 << 20
+#: Largest weight set the bandwidth is measured over (bytes); a larger program's weights
+#: stream at its rate.
+COLD_MAX_BYTES = 256 << 20
+#: Sides ``n`` of the ``n x n`` float32 weights of the weight-stream chains (1, 4 and
+#: 16 MiB: NasRNN's dots read 1 MiB separate, 8 MiB merged by side, 16 MiB merged whole).
+STREAM_SIDES = (512, 1024, 2048)
+#: Interleaved rounds of the weight-stream calibration (the median of each size is kept:
+#: a shared machine's memory bandwidth drifts from minute to minute).
+STREAM_ROUNDS = 5
 #: TASO activation code -> its operator.
 _ACT_OPS = {1: "sigmoid", 2: "relu", 3: "tanh"}
 
@@ -196,6 +254,120 @@ def _plain(v: Any) -> Any:
     if isinstance(v, np.generic):
         return v.item()
     return v
+
+
+def stream_signature(n: int, total: int) -> str:
+    """Cache signature of the weight-stream calibration: ``n x n`` float32 weights in
+    dots of one input whose distinct weights hold ``total`` bytes."""
+    return json.dumps(
+        {
+            "calibration": "xla weight stream",
+            "pattern": "fan-out",
+            "n": int(n),
+            "total": int(total),
+            "rounds": STREAM_ROUNDS,
+        },
+        sort_keys=True,
+    )
+
+
+def working_set(nbytes: float) -> int:
+    """The weight set (bytes) the bandwidth is measured over for a program whose weights
+    hold ``nbytes``: the power of two at or above it, within [:data:`COLD_MIN_BYTES`,
+    :data:`COLD_MAX_BYTES`].
+
+    >>> working_set(80 << 20) == 128 << 20, working_set(1) == COLD_MIN_BYTES
+    (True, True)
+    """
+    n = COLD_MIN_BYTES
+    while n < nbytes and n < COLD_MAX_BYTES:
+        n *= 2
+    return n
+
+
+#: Measurements of a cold figure, the lowest kept (:meth:`XlaCostModel._per_copy`).
+COLD_TRIES = 3
+#: Share of a region's or operator's time run alone that streaming its weights must take
+#: before it is measured cold (copies side by side); below it, ``max(hot, bytes /
+#: bandwidth)``.
+COLD_SHARE = 0.25
+#: Seconds the copies of one cold measurement take at most, run hot (a bound on how many).
+COLD_SECONDS = 0.05
+#: Most copies in a cold measurement (:func:`replicated_module`, :func:`replicated_graph`).
+MAX_REPLICAS = 256
+
+
+def replicas(weight_bytes: int, total: int) -> int:
+    """Copies of a region or operator reading ``weight_bytes`` of weights that together
+    read ``total`` bytes: at least 2, at most :data:`MAX_REPLICAS`.
+
+    >>> replicas(1 << 20, 128 << 20), replicas(64 << 20, 128 << 20), replicas(1, 1 << 30)
+    (128, 2, 256)
+    """
+    return max(2, min(MAX_REPLICAS, -(-int(total) // max(int(weight_bytes), 1))))
+
+
+def replicated_module(text: str, weights: set[int] | frozenset[int], count: int) -> str:
+    """HLO text of a module that runs the entry computation of module ``text`` ``count``
+    times side by side, each copy with weights of its own (a new entry parameter for each
+    of the parameters numbered in ``weights``) and the other parameters shared, its
+    results in one tuple: the copies read distinct weights, as a program's regions do,
+    and are independent, as its dots of one operand are. XLA inlines the calls and fuses
+    each copy as it fused the original.
+
+    Raises:
+        ValueError: ``count`` below 1 or ``text`` not a module (parser's message).
+    """
+    from tensat_py.frontends.hlo.ir import Instruction, Module, TupleShape, print_module
+    from tensat_py.frontends.hlo.parser import parse_module
+
+    if count < 1:
+        raise ValueError(f"replicated_module: count must be at least 1, got {count}")
+    module = parse_module(text)
+    entry = module.entry
+    body = dataclasses.replace(entry, name="replica", entry=False)
+    params = entry.parameters()
+    ins: list[Instruction] = []
+    shared: dict[int, str] = {}
+    for p in params:
+        k = int(p.payload or 0)
+        if k not in weights:
+            shared[k] = f"shared_{k}"
+            ins.append(Instruction(f"shared_{k}", p.shape, "parameter", [], payload=str(len(ins))))
+    calls = []
+    for r in range(count):
+        args = []
+        for p in params:
+            k = int(p.payload or 0)
+            if k in shared:
+                args.append(shared[k])
+            else:
+                name = f"weight_{r}_{k}"
+                ins.append(Instruction(name, p.shape, "parameter", [], payload=str(len(ins))))
+                args.append(name)
+        calls.append(
+            Instruction(f"copy_{r}", entry.root.shape, "call", args, [("to_apply", "%replica")])
+        )
+    root = Instruction(
+        "out", TupleShape(tuple(c.shape for c in calls)), "tuple", [c.name for c in calls]
+    )
+    root.root = True
+    others = [c for c in module.computations if not c.entry]
+    new_entry = type(entry)("main", [*ins, *calls, root], entry=True)
+    return print_module(Module("copies", [*others, body, new_entry]))
+
+
+def _stream_graph(n: int, count: int) -> Graph:
+    """``count`` dots ``[1, n] x [n, n]`` of one input, each with a weight of its own
+    (entry parameters ``w0000``...), each an output: the pattern dot merging rewrites
+    (several dots reading one operand, as NasRNN's eight per side and step)."""
+    g = Graph()
+    x = g.add_input("x", (1, n), "float32")
+    g.outputs = [
+        g.add_node("matmul", {"act": 0}, [x, g.add_weight(f"w{k:04d}", (n, n), "float32")])
+        for k in range(count)
+    ]
+    return g
 
 
 def _numel(t: Any) -> int:
@@ -300,21 +472,41 @@ class XlaBackend:
             raise ValueError(f"xla: the module failed to run: {e}") from None
         return time_callable(call, **self.timing)
 
+    def weight_stream(self, n: int, count: int) -> Measurement:
+        """Times ``count`` dots ``[1, n] x [n, n]`` of one input with distinct float32
+        weights (entry parameters, values in [0.5, 1.5]; :func:`_stream_graph`), for
+        :meth:`XlaCostModel.bandwidth`.
+
+        Raises:
+            ValueError: XLA rejected or failed to run the module.
+        """
+        from tensat_py.frontends.hlo import dumps, entry_leaves
+
+        g = _stream_graph(n, count)
+        rng = np.random.default_rng(0)
+        vals = {"x": np.full((1, n), 1.0 / n, np.float32)}
+        for i in g.weights():
+            vals[g.nodes[i].name] = rng.uniform(0.5, 1.5, (n, n)).astype(np.float32)
+        return self.time_module(dumps(g), [vals[k] for k in entry_leaves(g)])
+
     def time_graph(self, graph: Graph) -> Measurement:
-        """:meth:`time_module` of ``graph``'s HLO text (every leaf an input: positive random
-        values, booleans in runs).
+        """:meth:`time_module` of ``graph``'s HLO text on positive random values for its
+        entry parameters (inputs, then the weights written as parameters; booleans in
+        runs).
 
         Raises:
             ValueError: an operator without an HLO form, or XLA rejected the module.
         """
-        from tensat_py.frontends.hlo import dumps
+        from tensat_py.frontends.hlo import dumps, entry_leaves
 
         try:
             text = dumps(graph)
+            leaves = entry_leaves(graph)
         except Exception as e:  # the HLO writer's errors: an operator without to_hlo...
             raise ValueError(f"xla: no HLO form: {type(e).__name__}: {e}") from None
         rng = np.random.default_rng(0)
-        args = [_positive(rng, graph.nodes[i].type) for i in graph.inputs()]
+        by_name = {graph.nodes[i].name: i for i in (*graph.inputs(), *graph.weights())}
+        args = [_positive(rng, graph.nodes[by_name[n]].type) for n in leaves]
         return self.time_module(text, args)
 
 
@@ -489,7 +681,7 @@ class _Job:
     run: Callable[[], Measurement]
 
 
-class XlaCostModel(OpCostModel):
+class XlaCostModel(ColdWeights, OpCostModel):
     """Seconds of each operator application as XLA's CPU backend runs it inside a whole
     program (see the module docstring for the model, its assumptions and sources).
 
@@ -552,7 +744,9 @@ class XlaCostModel(OpCostModel):
         self.db.register_device(self.fingerprint, self.info)
         self.progress = progress
         self.programs = programs
-        self.cold_weights = False  # `tensat profile` asks; weights are parameters here
+        self.cold_weights = True  # weights read from memory: see bandwidth()
+        self._wset: int | None = None  # weight bytes of the program being priced
+        self._curves: dict[int, BandwidthCurve | None] = {}
         self._raw: dict[str, float] = {}  # signature -> cached low (seconds)
         self._unchainable: set[str] = set()
         self._chains: dict[tuple[str, str, str], bool] = {}
@@ -571,27 +765,103 @@ class XlaCostModel(OpCostModel):
         when :attr:`programs` is on and the graph has an HLO form; otherwise the sum of
         its operators' prices (:meth:`cost`).
 
+        The program is priced with its weight-only operators pre-computed
+        (:func:`tensat_py.runtime.xla_exec.freeze_weights`, structure only; node by node
+        they cost 0) and, when its weights hold at least :data:`COLD_MIN_BYTES`, with
+        cold weights (:meth:`bandwidth`; see the module docstring).
+
         Raises:
             ValueError: an operator without a declaration (names it).
         """
-        if self.programs and self._whole is not False:
-            try:
-                from tensat_py.frontends.hlo import dumps
-
-                text = dumps(graph)
-            except Exception:  # an operator without an HLO form: priced node by node
-                text = None
-            if text is not None:
+        wbytes = graph_weight_bytes(graph)
+        with self._weights(wbytes):
+            if self.programs and self._whole is not False:
+                text, first_weight = None, None
                 try:
-                    cost = self.program_seconds(text, first=self._whole is None)
-                    self._whole = True
-                    return cost
-                except ValueError:
-                    pass
-            self._whole = False  # one program priced node by node: every program is
-        return super().graph_cost(graph)
+                    from tensat_py.frontends.hlo import dumps, entry_leaves
+                    from tensat_py.runtime.xla_exec import freeze_weights
 
-    def program_seconds(self, text: str, first: bool = False) -> float:
+                    frozen, _ = freeze_weights(graph)
+                    text = dumps(frozen)
+                    leaves = entry_leaves(frozen)
+                    first_weight = len(leaves) - len(
+                        {frozen.nodes[i].name for i in frozen.weights()} & set(leaves)
+                    )
+                except Exception:  # an operator without an HLO form: priced node by node
+                    text = None
+                if text is not None:
+                    try:
+                        cost = self.program_seconds(
+                            text, first=self._whole is None, first_weight=first_weight
+                        )
+                        self._whole = True
+                        return cost
+                    except ValueError:
+                        pass
+                self._whole = False  # one program priced node by node: every program is
+            return OpCostModel.graph_cost(self, graph)
+
+    def costs_for_export(self, export: Mapping[str, Any]) -> list[float]:
+        """See :meth:`tensat_py.cost.base.OpCostModel.costs_for_export`; cold weights when
+        the e-graph's weights hold at least :data:`COLD_MIN_BYTES` (:meth:`bandwidth`)."""
+        with self._weights(export_weight_bytes(export)):
+            return OpCostModel.costs_for_export(self, export)
+
+    @contextlib.contextmanager
+    def _weights(self, nbytes: int) -> Iterator[None]:
+        """While pricing a program whose weights hold ``nbytes``: cold weights from
+        :data:`COLD_MIN_BYTES` on (when :attr:`cold_weights`)."""
+        prev = self._cold, self._wset
+        self._cold = bool(self.cold_weights) and nbytes >= COLD_MIN_BYTES
+        self._wset = nbytes if self._cold else None
+        try:
+            yield
+        finally:
+            self._cold, self._wset = prev
+
+    def bandwidth(self) -> BandwidthCurve | None:
+        """Bytes per second at which XLA reads a weight of a given size inside the program
+        being priced: for each side ``n`` of :data:`STREAM_SIDES`, ``1 x n`` by ``n x n``
+        dots of one input with distinct weights that together hold the program's weight set
+        (:func:`working_set`), its weight bytes over its lower-quartile time, the median of
+        :data:`STREAM_ROUNDS` interleaved rounds, made non-decreasing in the weight's size
+        (:func:`~tensat_py.cost.residency.non_decreasing`); cached per weight set, measured
+        even past the measuring deadline (the input and its candidate must be priced
+        alike). None when no program is being priced or the chain cannot run."""
+        if self._wset is None:
+            return None
+        total = working_set(self._wset)
+        if total in self._curves:
+            return self._curves[total]
+        sigs = {n: stream_signature(n, total) for n in STREAM_SIDES}
+        self._fetch(list(sigs.values()))
+        todo = [n for n in STREAM_SIDES if sigs[n] not in self._raw]
+        rates: dict[int, list[float]] = {n: [] for n in todo}
+        curve: BandwidthCurve | None = None
+        try:
+            for _ in range(STREAM_ROUNDS if todo else 0):
+                for n in todo:
+                    count = max(2, -(-total // (n * n * 4)))
+                    rates[n].append(count * n * n * 4 / self.backend.weight_stream(n, count).low)
+            for n in todo:
+                bw = float(np.median(rates[n]))
+                spread = max(rates[n]) - min(rates[n])
+                rec = Record(sigs[n], "__xla_stream__", bw, spread, len(rates[n]), bw)
+                self.db.put(self.fingerprint, [rec])
+                self.measured += 1
+            self._fetch(list(sigs.values()))
+            raw = [self._raw[sigs[n]] for n in STREAM_SIDES]
+            curve = BandwidthCurve(
+                [(n * n * 4, r) for n, r in zip(STREAM_SIDES, non_decreasing(raw), strict=True)]
+            )
+        except (ValueError, KeyError):
+            curve = None
+        self._curves[total] = curve
+        return curve
+
+    def program_seconds(
+        self, text: str, first: bool = False, first_weight: int | None = None
+    ) -> float:
         """Seconds of the HLO module ``text`` as XLA's CPU backend runs it: compiled with
         XLA's full pipeline, each instruction of the optimised entry computation (a loop
         or library fusion, a convolution, a copy...) measured alone as a module of its
@@ -606,6 +876,11 @@ class XlaCostModel(OpCostModel):
         them has run past it, it raises and :meth:`graph_cost` prices every program of
         that optimisation node by node.
 
+        ``first_weight``: the index of the first entry parameter that holds a weight
+        (those from it on do). While a program with cold weights is priced
+        (:meth:`graph_cost`), a region that reads weight parameters costs at least their
+        bytes over :meth:`bandwidth` at their size.
+
         Raises:
             ValueError: XLA rejected the module, a region could not run alone, or (with
                 ``first``) too many regions to measure before the deadline.
@@ -619,11 +894,19 @@ class XlaCostModel(OpCostModel):
         except Exception as e:  # XlaError, or a printed module our parser does not read
             raise ValueError(f"xla: cannot compile the program: {e}") from None
         jobs = []
+        streamed: list[tuple[int, str, set[int]]] = []  # weight bytes, region, their params
+        weights = _weight_parameters(optimised, first_weight)
         for ins in optimised.entry.instructions:
             if ins.opcode not in _FREE_OPCODES:
                 region = region_module(optimised, ins)
+                operands = (
+                    ins.operands if ins.opcode == "fusion" else list(dict.fromkeys(ins.operands))
+                )
+                held = {k for k, o in enumerate(operands) if o in weights}
+                streamed.append((sum(weights[operands[k]] for k in held), region, held))
                 sig, _ = region_signature(region)
                 jobs.append(_Job(sig, f"xla:{ins.opcode}", lambda r=region: self._time_region(r)))
+        curve = self.bandwidth() if self._cold and any(n for n, _, _ in streamed) else None
         self._fetch([j.signature for j in jobs])
         missing = len({j.signature for j in jobs if j.signature not in self._raw})
         if first and self._deadline is not None and missing:
@@ -631,15 +914,59 @@ class XlaCostModel(OpCostModel):
                 raise ValueError(f"xla: {missing} regions to measure before the deadline")
         overhead, dispatch = self.overhead(), self.dispatch()
         total = 0.0
-        for job in jobs:
+        for job, (nbytes, region, held) in zip(jobs, streamed, strict=True):
             if first and job.signature not in self._raw and not self._may_measure():
                 # A region can take far longer than REGION_SECONDS (a large convolution):
                 # the input's regions stop at the deadline, not after all of them.
                 raise ValueError("xla: the program's regions ran past the measuring deadline")
             t = self._take(job, ignore_deadline=True)
             assert t is not None
-            total += max(t - overhead, 0.0) + dispatch
+            t = max(t - overhead, 0.0)
+            if curve is not None and nbytes:
+                cold = self._cold_region_job(region, held, nbytes, t, curve)
+                if cold is not None:
+                    c = self._take(cold, ignore_deadline=True)
+                    t = c if c is not None else t
+                t = max(t, nbytes / curve(nbytes))
+            total += t + dispatch
         return total
+
+    def _cold_count(self, nbytes: int, hot: float, curve: BandwidthCurve) -> int:
+        """Copies of a region or operator reading ``nbytes`` of weights, ``hot`` seconds
+        run alone, in its cold measurement: 0 (none: priced ``max(hot, bytes /
+        bandwidth)``) unless streaming its weights takes at least :data:`COLD_SHARE` of
+        ``hot`` (a region bound by its arithmetic, a large convolution, is not measured
+        again), else :func:`replicas` over the program's weight set, at most as many as run
+        in :data:`COLD_SECONDS` hot."""
+        if self._wset is None or nbytes <= 0 or nbytes / curve(nbytes) < COLD_SHARE * hot:
+            return 0
+        cap = max(2, int(COLD_SECONDS / max(hot, 1e-9)))
+        return min(replicas(nbytes, working_set(self._wset)), cap)
+
+    def _cold_region_job(
+        self, region: str, held: set[int], nbytes: int, hot: float, curve: BandwidthCurve
+    ) -> _Job | None:
+        """The cold measurement of a program region (:func:`replicated_module`: copies
+        side by side, each with weight parameters ``held`` of its own), or None where
+        :meth:`_cold_count` says none."""
+        count = self._cold_count(nbytes, hot, curve)
+        if not count:
+            return None
+        text = replicated_module(region, held, count)
+        sig = json.loads(region_signature(text)[0])
+        sig = json.dumps({**sig, "tries": COLD_TRIES}, sort_keys=True)
+        return _Job(
+            sig, "xla:cold-region", lambda: self._per_copy(lambda: self._time_region(text), count)
+        )
+
+    def _per_copy(self, measure: Callable[[], Measurement], count: int) -> Measurement:
+        """Seconds per copy of a module of ``count`` copies side by side: the lowest of
+        :data:`COLD_TRIES` measurements (``measure``; other processes only slow a run
+        down), the call overhead taken out once."""
+        ms = [measure() for _ in range(COLD_TRIES)]
+        low = min(m.low for m in ms)
+        per = max(low - self.overhead(), 0.0) / count
+        return Measurement(per, 0.0, sum(m.reps for m in ms), per)
 
     def _time_region(self, region: str) -> Measurement:
         from tensat_py.frontends.hlo.parser import parse_module
@@ -823,6 +1150,59 @@ class XlaCostModel(OpCostModel):
             c = self._add_rate(dtype) * max(1.0, flops / max(n, 1))
         return c * n
 
+    def _cold_library_job(self, ctx: ops.OpContext) -> _Job | None:
+        """The cold measurement of library operator ``ctx`` while a program with cold
+        weights is priced: copies of it (:meth:`_cold_count`), each with weights of its
+        own for its constant operands and its other operands shared, run side by side in
+        one module; its figure is seconds per copy (call overhead taken out). None when no
+        program with cold weights is priced, ``ctx`` reads no weights, or streaming them
+        is a small share of its time (:meth:`_cold_count`)."""
+        flags = operand_flags(ctx)
+        nbytes = sum(
+            _nbytes(t) for t, c in zip(ctx.inputs, flags, strict=True) if c and not _is_pair(t)
+        )
+        curve = self.bandwidth() if self._cold and nbytes else None
+        if curve is None or self._wset is None:
+            return None
+        hot = self.library_seconds(ctx)
+        count = self._cold_count(nbytes, hot, curve)
+        if not count:
+            return None
+        plain = _plain_context(ctx)
+        total = working_set(self._wset)
+        sig = json.dumps(
+            {
+                "calibration": "xla cold",
+                "op": signature(plain),
+                "flags": list(flags),
+                "total": total,
+                "count": count,
+                "tries": COLD_TRIES,
+            },
+            sort_keys=True,
+        )
+
+        def run() -> Measurement:
+            g = Graph()
+            shared: dict[int, int] = {}
+            outs = []
+            for r in range(count):
+                ids = []
+                for k, (t, c) in enumerate(zip(plain.inputs, flags, strict=True)):
+                    if not isinstance(t, TensorType):
+                        raise ValueError(f"xla: `{ctx.op}` reads a pair; cannot run it alone")
+                    if c:
+                        ids.append(g.add_weight(f"w{r:04d}_{k}", t.shape, t.dtype))
+                    else:
+                        if k not in shared:
+                            shared[k] = g.add_input(f"x{k}", t.shape, t.dtype)
+                        ids.append(shared[k])
+                outs.append(g.add_node(plain.op, dict(plain.params), ids, name=f"op{r}"))
+            g.outputs = outs
+            return self._per_copy(lambda: self.backend.time_graph(g), count)
+
+        return _Job(sig, "__xla_cold__", run)
+
     def _library_job(self, ctx: ops.OpContext) -> _Job:
         plain = _plain_context(ctx)
         return _Job(
@@ -863,6 +1243,10 @@ class XlaCostModel(OpCostModel):
             return 0.0
         if d.fusion in ("library", "none"):
             total = self.library_seconds(ctx)
+            cold = self._cold_library_job(ctx) if d.fusion == "library" else None
+            if cold is not None:
+                t = self._take(cold)
+                total = t if t is not None else total  # past the deadline: hot (floored)
             act = int(ctx.params.get("act", 0) or 0) if ctx.op in ("matmul", "conv2d") else 0
             if act and isinstance(ctx.output, TensorType):
                 after = ops.OpContext(_ACT_OPS[act], {}, [ctx.output], ctx.output)
@@ -1016,7 +1400,39 @@ class XlaCostModel(OpCostModel):
                 self._take(job, i, len(new))
             except ValueError:
                 continue  # an operator XLA cannot run alone: estimated when priced
-        return [self.cost(c) for c in ctxs]
+        return self.cold_weights_adjust([self.cost(c) for c in ctxs], ctxs)
+
+
+def _is_pair(t: Any) -> bool:
+    return not isinstance(t, TensorType)
+
+
+def _weight_parameters(module: Any, first_weight: int | None) -> dict[str, int]:
+    """Bytes of each entry instruction of ``module`` that is a weight: a parameter whose
+    number is ``first_weight`` or more, or a bitcast or copy of one; empty without
+    ``first_weight``."""
+    from tensat_py.frontends.hlo.ir import ArrayShape
+
+    out: dict[str, int] = {}
+    if first_weight is None:
+        return out
+    for ins in module.entry.instructions:
+        shape = ins.shape
+        if not isinstance(shape, ArrayShape):
+            continue
+        if ins.opcode == "parameter" and str(ins.payload).strip().isdigit():
+            if int(str(ins.payload).strip()) >= first_weight:
+                out[ins.name] = _array_bytes(shape)
+        elif ins.opcode in ("bitcast", "copy") and ins.operands and ins.operands[0] in out:
+            out[ins.name] = _array_bytes(shape)
+    return out
+
+
+def _array_bytes(shape: Any) -> int:
+    """Bytes of an HLO array shape."""
+    from tensat_py.runtime.xla_exec import np_dtype
+
+    return math.prod(shape.dims) * np.dtype(np_dtype(shape.etype)).itemsize
 
 
 def _dtype(ctx: ops.OpContext) -> str:

@@ -17,6 +17,11 @@ ratios. A second copy of the input, prepared apart and timed in the same rounds 
 *A/A*), says how far two runs of one program differ there: its ratio and a confidence
 interval for it (:func:`tensat_py.runtime.timing.median_interval`) are the noise a
 speedup is read against.
+
+On XLA (:class:`~tensat_py.runtime.protocol.XlaCpu`) every program is timed with its
+weight-only operators pre-computed (:func:`tensat_py.runtime.xla_exec.freeze_weights`),
+as a user of XLA with fixed weights runs it: a candidate that merges two dots over the
+concatenation of their weights is timed with that concatenation made once, not per run.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tensat_py.graph import Graph
 from tensat_py.runtime import timing
-from tensat_py.runtime.protocol import Runtime, runtime_for
+from tensat_py.runtime.protocol import Runtime, XlaCpu, runtime_for
 
 __all__ = ["Confirmation", "measured_speedup"]
 
@@ -132,9 +139,9 @@ def measured_speedup(
     t0 = time.perf_counter()
     inputs = runtime.inputs(graph, seed)
     # The input, its copy (the A/A control), the candidate, the source model.
-    calls = [runtime.prepare(graph, inputs, source=graph) for _ in range(2)]
+    calls = [_prepare(runtime, graph, inputs, graph) for _ in range(2)]
     if candidate is not None:
-        calls.append(runtime.prepare(candidate, inputs, source=graph))
+        calls.append(_prepare(runtime, candidate, inputs, graph))
     source = runtime.prepare_source(graph, inputs)
     if source is not None:
         calls.append(source)
@@ -168,3 +175,31 @@ def measured_speedup(
         aa_interval=timing.median_interval(aa_ratios),
         speedup_interval=speedup_interval,
     )
+
+
+def _prepare(runtime: Runtime, program: Graph, inputs: Any, source: Graph) -> Callable[[], object]:
+    """``runtime.prepare(program, inputs, source=source)``; on XLA, ``program`` with its
+    weight-only operators pre-computed (:func:`tensat_py.runtime.xla_exec.freeze_weights`)
+    on the values ``inputs`` gives its entry parameters (in the order of ``source``'s,
+    :func:`tensat_py.frontends.hlo.entry_leaves`), and its own arguments drawn from them
+    by name.
+
+    Raises:
+        ValueError: the runtime cannot run the program, or a frozen value cannot be
+            computed.
+    """
+    if not isinstance(runtime, XlaCpu):
+        return runtime.prepare(program, inputs, source=source)
+    import copy
+
+    from tensat_py.frontends.hlo import entry_leaves
+    from tensat_py.runtime.xla_exec import freeze_weights
+
+    if "hlo" not in program.meta and "hlo" in source.meta:  # the source's module frame
+        program = copy.copy(program)
+        program.meta = {**program.meta, "hlo": source.meta["hlo"]}
+    feeds = dict(zip(entry_leaves(source), inputs, strict=True))
+    frozen, values = freeze_weights(program, feeds)
+    if frozen is program:
+        return runtime.prepare(program, inputs, source=source)
+    return runtime.prepare(frozen, [values[n] for n in entry_leaves(frozen)], source=source)

@@ -213,11 +213,15 @@ def _xla_runnable(text: str, args: list[Any]) -> Callable[[], object]:
     return run
 
 
-def runtime_for(graph: Graph) -> Runtime:
+def runtime_for(graph: Graph, model: object = None) -> Runtime:
     """The runtime ``graph``'s programs are confirmed on: :class:`XlaCpu` for a program
     loaded from HLO (``meta["hlo"]``, or its front end or verification runner saying
-    ``"hlo"`` / ``"xla"``), :class:`OnnxRuntimeCpu` otherwise."""
+    ``"hlo"`` / ``"xla"``) or priced by the cost model of XLA's CPU backend (``model``
+    named ``"xla"``: a prediction for XLA is confirmed on XLA), :class:`OnnxRuntimeCpu`
+    otherwise."""
     meta = graph.meta
     if "hlo" in meta or meta.get("frontend") == "hlo" or meta.get("verify_runner") == "xla":
+        return XlaCpu()
+    if getattr(model, "name", None) == "xla":
         return XlaCpu()
     return OnnxRuntimeCpu()

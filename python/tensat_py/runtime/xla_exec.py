@@ -11,22 +11,34 @@ and the fastest of ``repeats`` executions after one warm-up, each waiting for it
 :func:`time_interleaved` runs several modules round-robin so drifts in machine load hit
 them alike, and keeps every run so that a caller can compare modules round by round
 (:func:`tensat_py.runtime.timing.paired_ratio`: the median of per-round ratios).
+
+Weight-only operators (:func:`freeze_weights`): a program whose weights are entry
+parameters computes, on every run, what depends on its weights alone (the concatenation
+of two weight matrices that a dot merge makes, a transposed weight). A user of XLA with
+fixed weights computes those once, as XLA's own constant folding does for literal
+constants, so the runs that measure a program (confirmation,
+:mod:`tensat_py.runtime.confirm`; the ``xla`` cost model's whole-program prices,
+:mod:`tensat_py.cost.xla`; ``bench/xla_bench.py``) run it with them pre-computed.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tensat_py.runtime import timing
 
+if TYPE_CHECKING:
+    from tensat_py.graph import Graph
+
 __all__ = [
     "compile_text",
+    "freeze_weights",
     "run_text",
     "time_text",
     "time_interleaved",
@@ -237,3 +249,143 @@ def time_interleaved(
             [lambda exe=exe: _execute(exe, args) for exe in exes], rounds=rounds, warmup=0
         )
     return [Timing(c, min(t), o, tuple(t)) for c, t, o in zip(compile_s, times, outs, strict=True)]
+
+
+def _parameter_weights(graph: Graph) -> set[str]:
+    """Names of ``graph``'s weights that its HLO text holds as entry parameters (the
+    others print as literals, which XLA's constant folding pre-computes itself)."""
+    from tensat_py.frontends.hlo import entry_leaves
+
+    names = {graph.nodes[i].name for i in graph.weights()}
+    return names & set(entry_leaves(graph))
+
+
+def freeze_weights(
+    graph: Graph, feeds: Mapping[str, Any] | None = None
+) -> tuple[Graph, dict[str, Any]]:
+    """``graph`` with its weight-only operators pre-computed, as at inference with fixed
+    weights: every operator whose value depends on weights alone, at least one of them an
+    entry parameter of the program's HLO (:func:`~tensat_py.frontends.hlo.entry_leaves`;
+    weights written as literals are left to XLA's own constant folding), and that a
+    run-time operator or an output reads, becomes a weight holding its value (named
+    ``frozen_<id>``), and the weights only such operators read are dropped.
+
+    Broadcasts (``OpDef.fusion == "broadcast"``) are not frozen, as XLA's constant folding
+    leaves them: fused into their readers they cost no memory pass, frozen they would be
+    read whole; their operand is frozen instead. A TASO ``split`` that stays at run time
+    is written as the two ``slice`` operators it is (its cut, which the type analysis
+    takes from a ``concat`` below, may now be behind a frozen weight). Inputs are all kept,
+    in order, so the entry parameters start alike.
+
+    Args:
+        graph: the program (not changed).
+        feeds: input and weight values by name
+            (:func:`tensat_py.runtime.numpy_exec.random_feeds`), or None to freeze the
+            structure only (the new weights then have no values: what a cost model that
+            times the program on random arguments needs). With feeds, only weights that
+            have a value in them count as parameters.
+
+    Returns:
+        the new graph (``graph`` itself when nothing is weight-only; ``meta`` copied) and
+        its feeds: ``feeds`` less the dropped weights, plus the frozen values (NumPy
+        reference executor, :func:`tensat_py.runtime.numpy_exec.run`); ``{}`` without
+        ``feeds``.
+
+    Raises:
+        ValueError: a feed is missing or an operator fails while computing a frozen value
+            (from :func:`~tensat_py.runtime.numpy_exec.run`).
+    """
+    import copy
+
+    from tensat_py import ops
+    from tensat_py.graph import LEAF_OPS, Graph, TensorType
+
+    params = _parameter_weights(graph)
+    if feeds is not None:
+        params &= set(feeds)
+    nodes = graph.nodes
+    ok: list[bool] = []  # computable from parameter weights and literals alone
+    has_param: list[bool] = []
+    freezable: list[bool] = []
+    for n in nodes:
+        if n.op == "weight":
+            ok.append(n.name in params)
+            has_param.append(n.name in params)
+            freezable.append(False)
+            continue
+        if n.op in LEAF_OPS:
+            ok.append(False)
+            has_param.append(False)
+            freezable.append(False)
+            continue
+        good = n.constant and all(ok[j] for j in n.inputs)
+        ok.append(good)
+        has_param.append(any(has_param[j] for j in n.inputs))
+        try:
+            broadcast = ops.get(n.op).fusion == "broadcast"
+        except KeyError:
+            broadcast = False
+        freezable.append(
+            good and has_param[-1] and isinstance(n.type, TensorType) and not broadcast
+        )
+    needed = [False] * len(nodes)
+    for o in graph.outputs:
+        needed[o] = True
+    for i in range(len(nodes) - 1, -1, -1):
+        if needed[i] and not freezable[i]:
+            for j in nodes[i].inputs:
+                needed[j] = True
+    frontier = [i for i, n in enumerate(nodes) if needed[i] and freezable[i]]
+    new_feeds: dict[str, Any] = dict(feeds or {})
+    if not frontier:
+        return graph, new_feeds
+    values: dict[int, Any] = {}
+    if feeds is not None:
+        from tensat_py.runtime import numpy_exec
+
+        sub = copy.copy(graph)
+        sub.outputs = frontier
+        for i, v in zip(frontier, numpy_exec.run(sub, feeds), strict=True):
+            try:
+                values[i] = np.asarray(v).astype(np.dtype(nodes[i].dtype), copy=False)
+            except TypeError:  # a dtype NumPy does not name (bfloat16): as computed
+                values[i] = np.asarray(v)
+    out = Graph()
+    out.meta = dict(graph.meta)
+    taken = {n.name for n in nodes if n.op in LEAF_OPS}
+    ids: dict[int, int] = {}
+    for i, n in enumerate(nodes):
+        if n.op == "input":
+            ids[i] = out.add_input(n.name, n.shape, n.dtype)
+        elif not needed[i]:
+            if n.op == "weight":
+                new_feeds.pop(n.name, None)
+        elif n.op == "weight":
+            ids[i] = out.add_weight(n.name, n.shape, n.dtype)
+        elif freezable[i]:
+            name = f"frozen_{i}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            ids[i] = out.add_weight(name, n.shape, n.dtype)
+            if feeds is not None:
+                new_feeds[name] = values[i]
+        elif n.op == "split":
+            ids[i] = ids[n.inputs[0]]  # its parts become slices (below)
+        elif n.op in ("split_0", "split_1") and nodes[n.inputs[0]].op == "split":
+            pair = nodes[n.inputs[0]]
+            axis = int(pair.params["axis"])
+            first, _ = pair.type  # type: ignore[misc]
+            total = nodes[pair.inputs[0]].shape[axis]
+            cut = first.shape[axis]
+            lo, hi = (0, cut) if n.op == "split_0" else (cut, total)
+            ids[i] = out.add_node(
+                "slice",
+                {"starts": [lo], "ends": [hi], "axes": [axis], "steps": [1]},
+                [ids[n.inputs[0]]],
+                n.name,
+            )
+        else:
+            ids[i] = out.add_node(n.op, n.params, [ids[j] for j in n.inputs], n.name)
+    out.outputs = [ids[o] for o in graph.outputs]
+    return out, new_feeds

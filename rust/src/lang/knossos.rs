@@ -35,6 +35,11 @@ use egg::Symbol;
 use std::fmt;
 use Arg::{Int, Sym, Tensor as T};
 
+/// RLO's `assumed_vector_size` (knossos-ksc `rlo/src/rlo/costs.py`): the length RLO's cost
+/// model assumes for every vector (`sum` costs one less; a loop over a `Tensor N` runs
+/// this to the N times).
+pub const ASSUMED_VECTOR_SIZE: f64 = 16.0;
+
 /// A Knossos type.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum KsType {
@@ -255,8 +260,7 @@ pub static DIALECT: Dialect = Dialect {
         )
         .rlo(1.0),
         op("size", &[T("v")], None, size, "length of vector v").rlo(1.0),
-        op("sum", &[T("v")], None, sum, "sum of the elements of v")
-            .rlo(crate::ks_cost::ASSUMED_VECTOR_SIZE - 1.0),
+        op("sum", &[T("v")], None, sum, "sum of the elements of v").rlo(ASSUMED_VECTOR_SIZE - 1.0),
         op(
             "tuple",
             &[],

@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Callable
 
-from tensat_py.frontends.knossos.replay import (
+from tensat_py.frontends.knossos.rlo_terms import (
     _BINDERS,
     Env,
     Node,
