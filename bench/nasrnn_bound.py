@@ -120,6 +120,7 @@ def tensat_merged(steps: int, dots: int, hidden: int = HIDDEN) -> Any:
     when it runs): ``dots=2``, ``x @ [Wx_0 .. Wx_7]`` and ``h @ [Wh_0 .. Wh_7]`` per
     step, sliced and added; ``dots=1``, ``[x, h] @ [[Wx], [Wh]]``, sliced."""
     from tensat_py.builder import GraphBuilder
+    from tensat_py.models.nasrnn import cell_state
 
     b = GraphBuilder()
     xs = [b.input((1, hidden), name=f"x{i}") for i in range(steps)]
@@ -139,14 +140,7 @@ def tensat_merged(steps: int, dots: int, hidden: int = HIDDEN) -> Any:
             w = b.concat(0, [b.concat(1, wx), b.concat(1, wh)])
             y = b.matmul(b.concat(1, [xs[s], h]), w)
             t = [part(y, i) for i in range(8)]
-        m0 = b.ewadd(b.relu(t[0]), b.sigmoid(t[3]))
-        m1 = b.ewadd(b.sigmoid(t[1]), b.tanh(t[2]))
-        m2 = b.ewmul(b.sigmoid(t[4]), b.tanh(t[5]))
-        m3 = b.ewmul(b.sigmoid(t[6]), b.relu(t[7]))
-        m4 = b.ewadd(b.sigmoid(m1), b.tanh(m2))
-        m5 = b.ewmul(b.tanh(m0), b.tanh(m3))
-        m6 = b.ewmul(b.tanh(m4), b.tanh(m5))
-        h = b.tanh(m6)
+        h = cell_state(b, t)
     return b.finish([h])
 
 

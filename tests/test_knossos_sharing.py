@@ -102,7 +102,7 @@ def test_shared_extraction_binds_a_sub_term_used_under_two_parents() -> None:
     model = RloCostModel(fs.function_costs())
     eg = _core.EGraph(fs.lower(fs.current(0)))
     assert model.extract(eg)[0] == 13.0
-    (d,) = fs.shared(0, eg)
+    (d,) = fs.shared(0, eg, fs.function_costs())
     assert isinstance(d.body, Let)
     assert abs(model.term_cost(fs.lower(d)) - 11.1) < 1e-9
 

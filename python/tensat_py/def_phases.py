@@ -200,7 +200,7 @@ def optimize_functions(
             cost, term = model.extract(eg)
             found = [(cost, fs.raise_term(i, term))]
             ends = []
-            for d in shared(i, eg) if shared is not None else []:
+            for d in shared(i, eg, costs) if shared is not None else []:
                 try:
                     ends.append((model.term_cost(fs.lower(d)), d))
                 except _SKIP:

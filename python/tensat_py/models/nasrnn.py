@@ -17,7 +17,7 @@ from __future__ import annotations
 from tensat_py.builder import GraphBuilder, Tensor
 from tensat_py.graph import Graph
 
-__all__ = ["nasrnn"]
+__all__ = ["nasrnn", "cell_state"]
 
 
 def _cell(b: GraphBuilder, h: Tensor, x: Tensor, hidden: int, step: int) -> Tensor:
@@ -26,6 +26,13 @@ def _cell(b: GraphBuilder, h: Tensor, x: Tensor, hidden: int, step: int) -> Tens
         w1 = b.weight((hidden, hidden), name=f"s{step}_wx{i}")
         w2 = b.weight((hidden, hidden), name=f"s{step}_wh{i}")
         t.append(b.ewadd(b.matmul(x, w1), b.matmul(h, w2)))
+    return cell_state(b, t)
+
+
+def cell_state(b: GraphBuilder, t: list[Tensor]) -> Tensor:
+    """The cell's new state from its eight pre-activations ``t[i] = x Wx_i + h Wh_i``
+    (each ``(1, hidden)``): the NAS cell's tree of relu/sigmoid/tanh and adds/products
+    (Tensat's and TASO's NasRNN)."""
     m0 = b.ewadd(b.relu(t[0]), b.sigmoid(t[3]))
     m1 = b.ewadd(b.sigmoid(t[1]), b.tanh(t[2]))
     m2 = b.ewmul(b.sigmoid(t[4]), b.tanh(t[5]))

@@ -20,6 +20,7 @@ evaluator's check of a candidate against the original def (:func:`.evaluate.comp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tensat_py.frontends.knossos.hoist import free_vars
@@ -61,7 +62,6 @@ class KsFunctions:
             called = free_vars(self.items[i].body, calls=True) & names
             self._callees[i] = {j for n in called for j in by_name[n]}
         self._rules: Any = None  # the inline_call rules, rebuilt after a replace()
-        self._costs: dict[str, float] | None = None  # function_costs(), once
         self._rules_stale = True
 
     def functions(self) -> list[int]:
@@ -155,16 +155,15 @@ class KsFunctions:
                 todo.extend(self.callees(j))
         return False
 
-    def shared(self, i: int, egraph: Any) -> list[Def]:
+    def shared(self, i: int, egraph: Any, costs: Mapping[str, float]) -> list[Def]:
         """Def ``i`` with the term of ``egraph``'s root chosen for shared sub-terms
         (``EGraph.extract_rlo_shared``: DAG-cost greedy extraction under RLO's per-node
-        costs) as its body, repeated sub-terms bound by ``let`` (:func:`.hoist.hoist_def`
-        with ``cse``, RLO's ``new_bind`` + ``cse_bind``); empty when there is none."""
+        costs, calls priced by ``costs``, :meth:`function_costs`, RLO units) as its body,
+        repeated sub-terms bound by ``let`` (:func:`.hoist.hoist_def` with ``cse``, RLO's
+        ``new_bind`` + ``cse_bind``); empty when there is none."""
         from tensat_py.frontends.knossos.hoist import hoist_def
 
-        if self._costs is None:
-            self._costs = self.function_costs()
-        term = egraph.extract_rlo_shared(self._costs)
+        term = egraph.extract_rlo_shared(dict(costs))
         if term is None:
             return []
         return [hoist_def(self.raise_term(i, term), cse=True)]
