@@ -32,7 +32,9 @@ def _projections(n: int = 3, residual: bool = False) -> tensat_py.Graph:
 
 def _setup(residual: bool = False) -> tuple[object, object, tensat_py.Graph]:
     rules, model = load_rules("taso"), get_cost_model("roofline", "t4")
-    first = tensat_py.optimize(_projections(residual=residual), verify=False, solver="highs")
+    first = tensat_py.optimize(
+        _projections(residual=residual), k_multi=1, verify=False, solver="highs"
+    )
     return rules, model, first.graph
 
 
@@ -96,7 +98,7 @@ def test_second_stage_without_an_admitted_match_extracts_nothing() -> None:
 
 def test_learned_policy_reaches_k_multi_2_on_three_projections_and_verifies_it() -> None:
     g = _projections()
-    default = tensat_py.optimize(g, solver="highs")
+    default = tensat_py.optimize(g, solver="highs", k_multi=1)
     k2 = tensat_py.optimize(g, solver="highs", k_multi=2)
     got = tensat_py.optimize(g, solver="highs", policy="learned")
     assert got.stats["policy_fallback"] is False and got.stats["policy_admitted"] > 0
@@ -123,7 +125,7 @@ def test_learned_policy_keeps_the_default_program_when_the_second_stage_fails_ve
     def failing(original: object, optimized: object, **kw: object) -> object:
         return verify.VerifyReport(1.0, 1.0, False, message="outputs differ")
 
-    default = tensat_py.optimize(_projections(), solver="highs")
+    default = tensat_py.optimize(_projections(), solver="highs", k_multi=1)
     monkeypatch.setattr(verify, "verify", failing)
     got = tensat_py.optimize(_projections(), solver="highs", policy="learned")
     assert got.stats["policy_fallback"] is True and got.stats["policy_admitted"] > 0

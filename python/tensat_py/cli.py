@@ -94,7 +94,11 @@ def main(ctx: click.Context) -> None:
     f"(taso+tensor). Default: the input format's (taso for zoo models; {_format_defaults()}).",
 )
 @click.option(
-    "--k-multi", default=1, show_default=True, help="Iterations with multi-pattern rules."
+    "--k-multi",
+    type=int,
+    default=None,
+    help="Iterations with multi-pattern rules. Default: 2 for programs (or regions) of at "
+    "most 256 operators, else 1.",
 )
 @click.option(
     "--node-limit",
@@ -216,7 +220,7 @@ def main(ctx: click.Context) -> None:
 def optimize(
     target: str,
     rules: str | None,
-    k_multi: int,
+    k_multi: int | None,
     node_limit: int | None,
     iter_limit: int,
     time_limit: float,

@@ -236,7 +236,8 @@ def validate_optimize_options(
     Raises:
         ValueError: the first bad option, in one line naming it.
     """
-    check_count("k_multi", k_multi)
+    if k_multi is not None:
+        check_count("k_multi", k_multi)
     check_count("node_limit", node_limit)
     check_count("iter_limit", iter_limit)
     check_seconds("time_limit", time_limit)

@@ -102,17 +102,38 @@ MIN_PHASE_SECONDS = 1e-6
 NODES_PER_OPERATOR = 150
 #: Largest default e-node limit (and the limit of the command line's examples).
 NODE_LIMIT = 50_000
+#: Default ``k_multi`` (``optimize(k_multi=None)``): multi-pattern rules run in the first
+#: two iterations for a program (or region) of at most this many operators, in the first
+#: only for a larger one. Tensat's experiments run k_multi 0, 1 and 2 (its Table 1 at 1);
+#: a second iteration merges the merged operators again, which NasRNN needs: at 1 its
+#: eight matmuls per side and step merge in pairs at best (XLA CPU measured 0.93x), at 2
+#: into two dots per step (measured 1.18-1.25x, the hand-merged bound 1.20x;
+#: bench/nasrnn_bound.md). The e-graph grows with it (BERT 1,569 -> 12,348 e-nodes, NasRNN
+#: 33,285 at 230 operators), within :data:`NODES_PER_OPERATOR`.
+AUTO_K_MULTI_OPERATORS = 256
 
 #: Region by region, the share of the time left that is kept for verification: each
 #: changed class against its region in float64, then one end-to-end run in float32.
 REGION_VERIFY_SHARE = 0.25
 
 
+def k_multi_for(k_multi: int | None, operators: int) -> int:
+    """The ``k_multi`` a program of ``operators`` operators is explored with: ``k_multi``
+    itself when given, else 2 up to :data:`AUTO_K_MULTI_OPERATORS` operators and 1 above.
+
+    >>> k_multi_for(None, 230), k_multi_for(None, 1406), k_multi_for(0, 230)
+    (2, 1, 0)
+    """
+    if k_multi is not None:
+        return k_multi
+    return 2 if operators <= AUTO_K_MULTI_OPERATORS else 1
+
+
 @dataclass(frozen=True)
 class Limits:
     """The exploration and extraction options of one run (see :func:`tensat_py.optimize`)."""
 
-    k_multi: int
+    k_multi: int | None
     node_limit: int | None
     iter_limit: int
     cycle_filter: str
@@ -242,6 +263,7 @@ def _explore_extract(
     node_limit = lim.node_limit
     if node_limit is None:
         node_limit = min(NODE_LIMIT, NODES_PER_OPERATOR * max(1, graph.num_operators()))
+    k_multi = k_multi_for(lim.k_multi, graph.num_operators())
     t0 = time.perf_counter()
     explore_limit = max(MIN_PHASE_SECONDS, (deadline - t0) / 2)
     with run.budget.phase("exploration"), run.display.phase("exploration"):
@@ -249,7 +271,7 @@ def _explore_extract(
         stats: dict[str, Any] = dict(
             egraph.saturate(
                 run.ruleset,
-                k_multi=lim.k_multi,
+                k_multi=k_multi,
                 node_limit=node_limit,
                 iter_limit=lim.iter_limit,
                 time_limit=explore_limit,
@@ -258,6 +280,7 @@ def _explore_extract(
                 mirror_once=run.mirror_once,
             )
         )
+        stats["k_multi"] = k_multi
     t = time.perf_counter()
     with run.budget.phase("extraction"), run.display.phase("extraction"):
         export = egraph.export()
@@ -447,6 +470,7 @@ def explore_extract_regions(run: Run, part: Partition) -> None:
     for k, v in pieces[largest].stats.items():
         stats.setdefault(k, v)
     stats["iterations"] = max(p.stats.get("iterations", 0) for p in pieces)
+    stats["k_multi"] = max(p.stats.get("k_multi", 0) for p in pieces)
     reasons = sorted({str(p.stats.get("stop_reason")) for p in pieces})
     stats["stop_reason"] = reasons[0] if len(reasons) == 1 else "+".join(reasons)
     statuses = [p.extraction.status for p in pieces]

@@ -123,7 +123,7 @@ def optimize(
     graph: Graph | str | Path,
     *,
     rules: str | Path | _core.RuleSet | Sequence[str | Path | _core.RuleSet] | None = None,
-    k_multi: int = 1,
+    k_multi: int | None = None,
     node_limit: int | None = None,
     iter_limit: int = 15,
     time_limit: float = 60.0,
@@ -159,7 +159,10 @@ def optimize(
             (``"taso+tensor"``, a list); see :func:`load_rules`. Default: the rules of
             the front end that loaded ``graph`` (``Graph.meta["frontend"]``,
             :mod:`tensat_py.frontends`), else ``"taso"``.
-        k_multi: iterations in which multi-pattern rules run (Tensat's k_multi; default 1).
+        k_multi: iterations in which multi-pattern rules run (Tensat's k_multi). Default
+            (``None``): 2 for a program (or region) of at most
+            :data:`tensat_py.phases.AUTO_K_MULTI_OPERATORS` (256) operators, 1 above;
+            ``stats["k_multi"]`` says which ran.
         node_limit: stop exploring at this many e-nodes. Default (``None``):
             :data:`tensat_py.phases.NODES_PER_OPERATOR` (150) per operator of the program
             explored (the whole input, or one region), at most

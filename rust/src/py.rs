@@ -174,8 +174,14 @@ impl TypeChecker {
         }
     }
 
+    /// Whether node `id`'s value depends on weights alone: a tensor's flag, or for a
+    /// `split`'s pair, both parts' (a split of weights is weight-only, as its parts are).
     fn constant(&self, id: usize) -> PyResult<bool> {
-        Ok(self.get(id)?.tensor().is_some_and(|t| t.constant))
+        Ok(match self.get(id)? {
+            Data::Tensor(t) => t.constant,
+            Data::Pair(p) => p.0.constant && p.1.constant,
+            _ => false,
+        })
     }
 
     fn kind(&self, id: usize) -> PyResult<&'static str> {

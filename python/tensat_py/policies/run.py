@@ -129,6 +129,9 @@ def _staged(
     from tensat_py.verify import verify as verify_graphs
 
     pol = StagedMultiPolicy.load().bind(ruleset, model)  # fails before any work without LightGBM
+    # The learned second stage is the multi-pattern iteration past the first: the first
+    # stage runs Tensat's schedule at k_multi=1 unless k_multi is given.
+    kw = {**kw, "k_multi": 1 if kw.get("k_multi") is None else kw["k_multi"]}
     start = time.perf_counter()
     res = optimize(graph, **kw)
     default_seconds = time.perf_counter() - start

@@ -223,7 +223,7 @@ def refine(
         >>> from tensat_py.cost import get_cost_model
         >>> from tensat_py.rule_files import load_rules
         >>> rules, model = load_rules("taso"), get_cost_model("roofline", "t4")
-        >>> p1 = optimize(models.get("squeezenet"), verify=False).graph
+        >>> p1 = optimize(models.get("squeezenet"), k_multi=1, verify=False).graph
         >>> pol = StagedMultiPolicy(None).bind(rules, model)  # admit every merge
         >>> ref = refine(p1, rules, model, pol)
         >>> ref.improved, ref.cost < model.graph_cost(p1)
