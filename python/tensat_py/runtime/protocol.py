@@ -185,26 +185,13 @@ def hlo_text(program: Graph, source: Graph) -> str:
 
 def _xla_runnable(text: str, args: list[Any]) -> Callable[[], object]:
     """A fresh executable of ``text`` (uncached compile) on ``args`` placed once; a call
-    runs it and blocks until every output is ready. Raises ``XlaError``."""
-    import jax
-    import numpy as np
-
+    runs it and blocks until every output is ready (:func:`xla_exec.placed_call`). Raises
+    ``XlaError``."""
     from tensat_py.runtime import xla_exec
 
     xla_exec._runnable(text)
     exe = xla_exec._compile_cached.__wrapped__(text)
-    dev = xla_exec._device()
-    # A module that donates its arguments (input_output_alias) consumes them: place them
-    # anew for every run there.
-    donates = "input_output_alias" in text
-    placed = [jax.device_put(np.asarray(a), dev) for a in args]
-
-    def run() -> object:
-        bufs = [jax.device_put(np.asarray(a), dev) for a in args] if donates else placed
-        outs = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
-        for o in outs:
-            o[0].block_until_ready()
-        return outs
+    run = xla_exec.placed_call(exe, args, "input_output_alias" in text)
 
     try:
         run()  # fails here, once, on arguments XLA refuses

@@ -24,7 +24,7 @@ constants, so the runs that measure a program (confirmation,
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -161,6 +161,28 @@ def _execute(exe: Any, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(o[0]) for o in out]
 
 
+def placed_call(exe: Any, args: Sequence[Any], donates: bool = False) -> Callable[[], list[Any]]:
+    """A call of the compiled ``exe`` on ``args`` placed on the device once, as a program
+    with fixed inputs runs: each call executes and blocks until every output is ready; no
+    host copy of an argument or a result is timed with it (a 2048 x 2048 float32 argument
+    copied on every call took about 1.4 ms, which brought jax_gcn_layer's measured 4.4x
+    down to 3.0x). A module that donates its arguments (``donates``:
+    ``input_output_alias``) consumes them: they are placed anew for every call."""
+    import jax
+
+    dev = _device()
+    placed = [jax.device_put(np.asarray(a), dev) for a in args]
+
+    def call() -> list[Any]:
+        bufs = [jax.device_put(np.asarray(a), dev) for a in args] if donates else placed
+        outs = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
+        for o in outs:
+            o[0].block_until_ready()
+        return outs
+
+    return call
+
+
 def _runnable(text: str) -> None:
     """Refuse a module that calls back into the Python process that lowered it
     (``jax.debug.print``, ``jax.pure_callback``: custom-call targets
@@ -207,10 +229,11 @@ def time_text(text: str, args: Sequence[np.ndarray], repeats: int = 5) -> Timing
     exe = _compile_cached.__wrapped__(text)
     compile_s = time.perf_counter() - t0
     outs = _execute(exe, args)
+    call = placed_call(exe, args, "input_output_alias" in text)
     times = []
     for _ in range(max(repeats, 1)):
         t0 = time.perf_counter()
-        _execute(exe, args)
+        call()
         times.append(time.perf_counter() - t0)
     return Timing(compile_s, min(times), outs, tuple(times))
 
@@ -235,19 +258,22 @@ def time_interleaved(
         t0 = time.perf_counter()
         exes.append(_compile_cached.__wrapped__(text))
         compile_s.append(time.perf_counter() - t0)
+    calls = [
+        placed_call(exe, args, "input_output_alias" in text)
+        for exe, text in zip(exes, texts, strict=True)
+    ]
     warm = []
-    for exe in exes:
+    for exe, call in zip(exes, calls, strict=True):
+        outs.append(_execute(exe, args))  # the outputs, on the host (not timed)
         t1 = time.perf_counter()
-        outs.append(_execute(exe, args))
+        call()
         warm.append(time.perf_counter() - t1)
     per_round = max(sum(warm), 1e-6)
     rounds = int(min(max_rounds, budget_s / per_round))
     if rounds == 0:
         times = [[w] for w in warm]
     else:
-        times = timing.rotating(
-            [lambda exe=exe: _execute(exe, args) for exe in exes], rounds=rounds, warmup=0
-        )
+        times = timing.rotating(calls, rounds=rounds, warmup=0)
     return [Timing(c, min(t), o, tuple(t)) for c, t, o in zip(compile_s, times, outs, strict=True)]
 
 
