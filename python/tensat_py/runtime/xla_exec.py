@@ -171,7 +171,7 @@ def placed_call(exe: Any, args: Sequence[Any], donates: bool = False) -> Callabl
     import jax
 
     dev = _device()
-    placed = [jax.device_put(np.asarray(a), dev) for a in args]
+    placed = [] if donates else [jax.device_put(np.asarray(a), dev) for a in args]
 
     def call() -> list[Any]:
         bufs = [jax.device_put(np.asarray(a), dev) for a in args] if donates else placed
