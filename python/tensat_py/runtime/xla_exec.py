@@ -167,7 +167,13 @@ def placed_call(exe: Any, args: Sequence[Any], donates: bool = False) -> Callabl
     host copy of an argument or a result is timed with it (a 2048 x 2048 float32 argument
     copied on every call took about 1.4 ms, which brought jax_gcn_layer's measured 4.4x
     down to 3.0x). A module that donates its arguments (``donates``:
-    ``input_output_alias``) consumes them: they are placed anew for every call."""
+    ``input_output_alias``) consumes them: they are placed anew for every call.
+
+    Raises:
+        Exception: jaxlib's own error when XLA refuses the arguments, on a call (callers
+            such as :func:`tensat_py.runtime.protocol._xla_runnable` turn it into
+            :class:`XlaError`).
+    """
     import jax
 
     dev = _device()
