@@ -163,8 +163,8 @@ def tensat_programs(steps: int, time_limit: float) -> dict[str, Any]:
     from tensat_py.frontends.hlo import dumps, entry_leaves
     from tensat_py.models import nasrnn
     from tensat_py.runtime import numpy_exec
-    from tensat_py.runtime.protocol import XlaCpu, _xla_runnable
-    from tensat_py.runtime.xla_exec import freeze_weights
+    from tensat_py.runtime.protocol import XlaCpu, _xla_runnable, weight_positions
+    from tensat_py.runtime.xla_exec import Placement, freeze_weights
 
     g = nasrnn(steps=steps)
     t0 = time.perf_counter()
@@ -178,9 +178,11 @@ def tensat_programs(steps: int, time_limit: float) -> dict[str, Any]:
     predicted = [base / model.graph_cost(m) for m in hand]
     feeds = numpy_exec.random_feeds(g, seed=1)
     calls = []
+    placement = Placement()  # the programs share their input arrays
     for prog in (g, g, res.graph, *hand):
         fg, ff = freeze_weights(prog, feeds)
-        calls.append(_xla_runnable(dumps(fg), [ff[n] for n in entry_leaves(fg)]))
+        args = [ff[n] for n in entry_leaves(fg)]
+        calls.append(_xla_runnable(dumps(fg), args, placement, weight_positions(fg)))
     outs = [np.asarray(c()[0][0]) for c in calls]  # type: ignore[index]
     diffs = [float(np.max(np.abs(o - outs[0]))) for o in outs]
     scale = max(float(np.max(np.abs(outs[0]))), 1e-30)

@@ -8,9 +8,10 @@ GPT-2-small stacks (``bench/gpt_stack.py``: 1, 12 and 24 layers), ``../shared/da
 per cost model (``xla`` on device ``cpu``, the HLO default there, and ``roofline`` on
 ``t4``), with the optimiser's defaults otherwise (rules ``tensor+hlo``, verification on),
 then the input and the program kept are timed side by side on XLA CPU with an A/A
-(``tensat_py.bench_hlo``: one compilation each, round-robin runs, medians of per-round
-ratios). The report gives, per module and cost model, the predicted speedup, the
-measured one (original / optimised run time) and the A/A, then the goal's figures:
+(``tensat_py.bench_hlo``: one compilation each, round-robin runs on one placed copy of
+the inputs, each program with its own weights, medians of per-round ratios). The report
+gives, per module and cost model, the predicted speedup, the measured one (original /
+optimised run time) and the A/A, then the goal's figures:
 geometric-mean measured speedup, NasRNN's, modules slower beyond their A/A, and on the
 modules where a candidate was kept, predicted against measured.
 
@@ -74,8 +75,8 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
     from tensat_py.bench_hlo import HloRow, _rel_err
     from tensat_py.frontends.hlo import dumps, entry_leaves
     from tensat_py.runtime import numpy_exec, timing
-    from tensat_py.runtime.protocol import XlaCpu, _xla_runnable
-    from tensat_py.runtime.xla_exec import freeze_weights
+    from tensat_py.runtime.protocol import XlaCpu, _xla_runnable, weight_positions
+    from tensat_py.runtime.xla_exec import Placement, freeze_weights
 
     row = HloRow(f"zoo_{name}.hlo")
     try:
@@ -97,10 +98,12 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
         row.verify_runner = res.verify.runner if res.verify else ""
         feeds = numpy_exec.random_feeds(g, seed=1)
         runs = []
+        placement = Placement()  # the programs share their input arrays
         for prog in (g, res.graph, g):
             fg, ff = freeze_weights(prog, feeds)
             text = dumps(fg)
-            runs.append(_xla_runnable(text, [ff[n] for n in entry_leaves(fg)]))
+            args = [ff[n] for n in entry_leaves(fg)]
+            runs.append(_xla_runnable(text, args, placement, weight_positions(fg)))
         outs = [r() for r in runs[:2]]
         a = [o[0] for o in outs[0]]
         b = [o[0] for o in outs[1]]
@@ -174,7 +177,8 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
         "",
         "`predicted`: the cost model's speedup for the program it kept (cost before / "
         "after; 1.000 when it kept the input). `measured`: original / optimised run time "
-        "on XLA CPU, the median of per-round ratios of round-robin runs; `A/A`: the "
+        "on XLA CPU, the median of per-round ratios of round-robin runs (the programs "
+        "read one placed copy of the inputs, each holds its own weights); `A/A`: the "
         "original against a second compilation of itself, measured the same way (the "
         "noise). Both are measured; only `predicted` is a prediction.",
         "",

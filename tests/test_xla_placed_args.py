@@ -57,6 +57,29 @@ def test_interleaved_timing_does_not_copy_arguments_per_run(puts: list[int]) -> 
     args = _args()
     timings = xla_exec.time_interleaved([_ADD, _ADD], args, budget_s=10.0, max_rounds=40)
     assert all(len(t.runs) == 40 for t in timings)
-    # per module: the placement and the untimed run that fetches the outputs
-    assert len(puts) == 2 * 2 * len(args)
+    # one placement shared by both modules, and per module the untimed run that fetches
+    # the outputs
+    assert len(puts) == len(args) + 2 * len(args)
     np.testing.assert_allclose(timings[0].outputs[0], args[0] + args[1], rtol=1e-6)
+
+
+def test_programs_prepared_on_the_same_inputs_share_one_placed_copy(
+    puts: list[int], tmp_path: object
+) -> None:
+    import tensat_py
+    from tensat_py.runtime.protocol import XlaCpu, _xla_runnable
+
+    path = tmp_path / "add.hlo"  # type: ignore[operator]
+    path.write_text(_ADD)
+    g = tensat_py.load(str(path))
+    rt = XlaCpu()
+    inputs = rt.inputs(g, seed=0)
+    before = len(puts)
+    runs = [rt.prepare(g, inputs, source=g) for _ in range(3)]  # input, A/A, candidate
+    outs = [r() for r in runs]
+    assert len(puts) - before == len(inputs)  # one placed copy for the three programs
+    np.testing.assert_allclose(np.asarray(outs[2][0][0]), inputs[0] + inputs[1], rtol=1e-6)
+    # without a shared placement, each program gets a copy of its own
+    _xla_runnable(_ADD, inputs)
+    _xla_runnable(_ADD, inputs)
+    assert len(puts) - before == 3 * len(inputs)

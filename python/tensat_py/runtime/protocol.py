@@ -33,9 +33,12 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensat_py.graph import Graph
+
+if TYPE_CHECKING:
+    from tensat_py.runtime import xla_exec
 
 __all__ = ["Runtime", "OnnxRuntimeCpu", "XlaCpu", "runtime_for"]
 
@@ -137,15 +140,22 @@ class OnnxRuntimeCpu(Runtime):
 class XlaCpu(Runtime):
     """XLA's CPU client through jaxlib: each program printed as HLO text
     (:func:`tensat_py.frontends.hlo.dumps`), compiled with XLA's full CPU pipeline (one
-    fresh compilation per :meth:`prepare`), its arguments placed on the device once; a run
-    waits for every result buffer."""
+    fresh compilation per :meth:`prepare`), its arguments placed on the device once and
+    shared by every program this runtime prepares on the same arrays
+    (:class:`~tensat_py.runtime.xla_exec.Placement`: the input, its A/A copy and the
+    candidate read one copy of the inputs, as a program that replaces another does, and
+    each holds its own copy of its weights, :func:`weight_positions`); a run waits for
+    every result buffer."""
 
     name = "xla-cpu"
 
     def __init__(self) -> None:
         import jaxlib
 
+        from tensat_py.runtime.xla_exec import Placement
+
         self.version = f"jaxlib {jaxlib.__version__}"
+        self.placement = Placement()
 
     def inputs(self, graph: Graph, seed: int) -> list[Any]:
         """:func:`tensat_py.frontends.hlo.random_args`: one array per entry parameter."""
@@ -157,7 +167,8 @@ class XlaCpu(Runtime):
         from tensat_py.runtime.xla_exec import XlaError
 
         try:
-            return _xla_runnable(hlo_text(program, source), inputs)
+            text = hlo_text(program, source)
+            return _xla_runnable(text, inputs, self.placement, weight_positions(program))
         except XlaError as e:
             raise ValueError(f"xla-cpu cannot run the program: {e}") from None
 
@@ -183,15 +194,33 @@ def hlo_text(program: Graph, source: Graph) -> str:
         raise ValueError(f"xla-cpu: the program cannot be printed as HLO: {e}") from None
 
 
-def _xla_runnable(text: str, args: list[Any]) -> Callable[[], object]:
-    """A fresh executable of ``text`` (uncached compile) on ``args`` placed once; a call
-    runs it and blocks until every output is ready (:func:`xla_exec.placed_call`). Raises
+def weight_positions(program: Graph) -> list[int]:
+    """Positions of ``program``'s weights among its HLO entry parameters
+    (:func:`tensat_py.frontends.hlo.entry_leaves`): the arrays a program owns, placed for
+    it alone (:class:`~tensat_py.runtime.xla_exec.Placement`). A module loaded from HLO
+    text has none: all its parameters are inputs."""
+    from tensat_py.frontends.hlo import entry_leaves
+
+    names = {program.nodes[i].name for i in program.weights()}
+    return [k for k, n in enumerate(entry_leaves(program)) if n in names]
+
+
+def _xla_runnable(
+    text: str,
+    args: list[Any],
+    placement: xla_exec.Placement | None = None,
+    private: list[int] | None = None,
+) -> Callable[[], object]:
+    """A fresh executable of ``text`` (uncached compile) on ``args`` placed once (through
+    ``placement``, shared with the other programs placed through it, except the positions
+    ``private``: the program's own weights, :func:`weight_positions`); a call runs it and
+    blocks until every output is ready (:func:`xla_exec.placed_call`). Raises
     ``XlaError``."""
     from tensat_py.runtime import xla_exec
 
     xla_exec._runnable(text)
     exe = xla_exec._compile_cached.__wrapped__(text)
-    run = xla_exec.placed_call(exe, args, "input_output_alias" in text)
+    run = xla_exec.placed_call(exe, args, "input_output_alias" in text, placement, private or ())
 
     try:
         run()  # fails here, once, on arguments XLA refuses
