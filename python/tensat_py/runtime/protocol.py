@@ -167,8 +167,9 @@ class XlaCpu(Runtime):
         from tensat_py.runtime.xla_exec import XlaError
 
         try:
-            text = hlo_text(program, source)
-            return _xla_runnable(text, inputs, self.placement, weight_positions(program))
+            framed = _in_frame(program, source)
+            text = hlo_text(framed, source)
+            return _xla_runnable(text, inputs, self.placement, weight_positions(framed))
         except XlaError as e:
             raise ValueError(f"xla-cpu cannot run the program: {e}") from None
 
@@ -181,17 +182,24 @@ def hlo_text(program: Graph, source: Graph) -> str:
         ValueError: neither graph came from an HLO module
             (:class:`tensat_py.frontends.hlo.HloExportError` names the cause).
     """
-    import copy
-
     from tensat_py.frontends.hlo import HloExportError, dumps
 
-    if "hlo" not in program.meta and "hlo" in source.meta:
-        program = copy.copy(program)
-        program.meta = {**program.meta, "hlo": source.meta["hlo"]}
+    program = _in_frame(program, source)
     try:
         return dumps(program)
     except (HloExportError, KeyError, TypeError) as e:
         raise ValueError(f"xla-cpu: the program cannot be printed as HLO: {e}") from None
+
+
+def _in_frame(program: Graph, source: Graph) -> Graph:
+    """``program`` in the module frame of ``source`` (``meta["hlo"]``) when it has none of
+    its own: a shallow copy, ``program`` is not changed."""
+    import copy
+
+    if "hlo" not in program.meta and "hlo" in source.meta:
+        program = copy.copy(program)
+        program.meta = {**program.meta, "hlo": source.meta["hlo"]}
+    return program
 
 
 def weight_positions(program: Graph) -> list[int]:
