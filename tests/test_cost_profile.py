@@ -724,3 +724,22 @@ def test_a_reshape_costs_a_node_on_onnxruntime_unless_the_exporter_removes_it(ca
     assert m.costs(ctxs) == [per_node, 0.0, 0.0]
     assert ProfileCostModel("cpu", fusion=False).costs(ctxs) == [0.0, 0.0, 0.0]
     assert m.measured == 0  # priced, not measured
+
+
+def test_time_callable_starts_no_run_past_its_deadline() -> None:
+    import time
+
+    from tensat_py.cost.profile import time_callable
+
+    calls: list[float] = []
+
+    def slow() -> None:
+        calls.append(time.monotonic())
+        time.sleep(0.02)
+
+    deadline = time.monotonic() + 0.05
+    m = time_callable(slow, warmup=2, min_reps=7, max_reps=7, target_seconds=0.0, deadline=deadline)
+    assert 1 <= m.reps < 7 and len(calls) < 9
+    assert all(t < deadline for t in calls)
+    with pytest.raises(TimeoutError):
+        time_callable(slow, warmup=0, deadline=time.monotonic() - 1.0)

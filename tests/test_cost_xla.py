@@ -59,7 +59,7 @@ def fake_clock(quick, monkeypatch):
     from tensat_py.cost.profile import Measurement
     from tensat_py.runtime import xla_exec
 
-    def time_module(self, text, args):
+    def time_module(self, text, args, deadline=None):
         xla_exec.compile_text(text)
         elements = sum(a.size for a in args)
         body = text.split("ENTRY", 1)[1]
@@ -238,7 +238,7 @@ def test_measuring_the_input_s_regions_stops_at_the_deadline(fake_clock, monkeyp
 
     slow = xla.XlaBackend.time_module
 
-    def slower(self, text, args):
+    def slower(self, text, args, deadline=None):
         time.sleep(0.05)
         return slow(self, text, args)
 
@@ -272,7 +272,7 @@ def test_a_region_s_figure_is_its_lowest_of_tries_made_in_rounds(quick, monkeypa
 
     calls: list[int] = []  # the number of parameters of each module timed: which region
 
-    def time_module(self, text, args):
+    def time_module(self, text, args, deadline=None):
         calls.append(len(args))
         n = sum(1 for k in calls if k == len(args))
         t = {1: 3e-4, 2: 1e-4, 3: 2e-4}.get(n, 5e-4)  # second try the lowest
@@ -295,3 +295,38 @@ def test_a_region_s_figure_is_its_lowest_of_tries_made_in_rounds(quick, monkeypa
     # cached: priced again without a measurement
     assert model.program_seconds(SMALL_HLO) == pytest.approx(cost)
     assert len(calls) == xla.REGION_TRIES * len(regions)
+
+
+def test_a_slow_region_s_measurement_stops_at_the_deadline(quick, monkeypatch) -> None:
+    """One run of a region can take seconds (an EfficientNet convolution region): pricing
+    the input stops inside that region's measurement at the deadline, rather than after
+    its warm-up and timed runs (an optimisation with a 60 s limit once took 82 s)."""
+    import time
+
+    from tensat_py.cost.profile import time_callable
+
+    calls: list[float] = []
+
+    def time_module(self, text, args, deadline=None):
+        def run() -> None:
+            calls.append(time.monotonic())
+            time.sleep(0.04)
+
+        return time_callable(
+            run, warmup=2, min_reps=7, max_reps=7, target_seconds=0.0, deadline=deadline
+        )
+
+    monkeypatch.setattr(xla.XlaBackend, "time_module", time_module)
+    monkeypatch.setattr(xla.XlaCostModel, "overhead", lambda self: 0.0)
+    monkeypatch.setattr(xla.XlaCostModel, "dispatch", lambda self: 0.0)
+    monkeypatch.setattr(xla, "REGION_SECONDS", 0.0)  # the estimate lets it start
+    from tensat_py.runtime import xla_exec
+
+    xla_exec.compile_text(SMALL_HLO)  # compiled (and cached) before the clock
+    model = xla.XlaCostModel()
+    deadline = time.monotonic() + 0.1
+    model.measure_until(deadline)
+    with pytest.raises(ValueError, match="deadline"):
+        model.program_seconds(SMALL_HLO, first=True)
+    assert calls and all(t < deadline for t in calls)
+    assert len(calls) < 2 + 7  # one region's warm-up and timed runs, without the deadline

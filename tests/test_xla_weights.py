@@ -128,7 +128,7 @@ def fake_clock(cache, monkeypatch):
     )
     monkeypatch.setattr(xla, "MAX_PASS_ELEMENTS", 1 << 16)
 
-    def time_module(self, text, args):
+    def time_module(self, text, args, deadline=None):
         xla_exec.compile_text(text)
         elements = sum(a.size for a in args)
         per = 1e-8 if sum(a.nbytes for a in args) > 64 << 10 else 1e-9

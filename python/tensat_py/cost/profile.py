@@ -278,6 +278,7 @@ def time_callable(
     min_reps: int = 7,
     max_reps: int = 50,
     target_seconds: float = 0.05,
+    deadline: float | None = None,
 ) -> Measurement:
     """Median and spread of ``fn``'s run time.
 
@@ -288,20 +289,35 @@ def time_callable(
         min_reps: fewest timed calls.
         max_reps: most timed calls.
         target_seconds: timed calls stop after about this long once ``min_reps`` are done.
+        deadline: ``time.monotonic()`` past which no call starts (None: none): the
+            measurement then ends with the timed calls made so far, fewer than
+            ``min_reps``; a work that takes seconds a call (a large convolution) is not
+            run ``warmup + min_reps`` times past a measuring budget.
 
     Raises:
         ValueError: ``min_reps < 1`` or ``max_reps < min_reps``.
+        TimeoutError: the deadline passed before one timed call.
     """
     if min_reps < 1 or max_reps < min_reps:
         raise ValueError(
             f"time_callable: need 1 <= min_reps <= max_reps, got {min_reps}, {max_reps}"
         )
     timer = timer or PerfTimer()
+
+    def late() -> bool:
+        return deadline is not None and time.monotonic() >= deadline
+
     for _ in range(warmup):
+        if late():
+            break
         fn()
     times: list[float] = []
     spent = 0.0
     while len(times) < max_reps and (len(times) < min_reps or spent < target_seconds):
+        if late():
+            if not times:
+                raise TimeoutError("time_callable: the deadline passed before a timed call")
+            break
         t = timer(fn)
         times.append(t)
         spent += t

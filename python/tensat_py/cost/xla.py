@@ -452,12 +452,17 @@ class XlaBackend:
             "protocol": PROTOCOL,
         }
 
-    def time_module(self, text: str, args: Sequence[np.ndarray]) -> Measurement:
+    def time_module(
+        self, text: str, args: Sequence[np.ndarray], deadline: float | None = None
+    ) -> Measurement:
         """Compile HLO ``text`` (cached by text) and time its execution on ``args`` (put on
-        the device once: no copies are timed), each run waiting for its results.
+        the device once: no copies are timed), each run waiting for its results; no run
+        starts past ``deadline`` (``time.monotonic()``; see
+        :func:`tensat_py.cost.profile.time_callable`).
 
         Raises:
             ValueError: XLA rejected the module or failed to run it (its message follows).
+            TimeoutError: ``deadline`` passed before one timed run.
         """
         import jax
 
@@ -478,7 +483,7 @@ class XlaBackend:
             call()
         except Exception as e:  # jaxlib's runtime errors
             raise ValueError(f"xla: the module failed to run: {e}") from None
-        return time_callable(call, **self.timing)
+        return time_callable(call, **self.timing, deadline=deadline)
 
     def weight_stream(self, n: int, count: int) -> Measurement:
         """Times ``count`` dots ``[1, n] x [n, n]`` of one input with distinct float32
@@ -760,6 +765,7 @@ class XlaCostModel(ColdWeights, OpCostModel):
         self._chains: dict[tuple[str, str, str], bool] = {}
         self._failed: dict[str, str] = {}  # signature -> why it could not be measured
         self._deadline: float | None = None
+        self._stop_at: float | None = None  # no region run starts past it (the input's)
         self._whole: bool | None = None  # programs priced whole in this optimisation
         self.measured = 0  # new measurements made by this object
         self.estimated = 0  # figures estimated past the measuring deadline
@@ -948,8 +954,9 @@ class XlaCostModel(ColdWeights, OpCostModel):
         figure).
 
         With ``first`` (the input, see :meth:`program_seconds`), measuring stops at the
-        deadline: during the first round it raises, after it the rounds made so far
-        decide.
+        deadline, inside a region's measurement too (no run of it starts past the
+        deadline: one run of an EfficientNet convolution region takes seconds): during the
+        first round it raises, after it the rounds made so far decide.
 
         Raises:
             ValueError: a region could not run alone, or (with ``first``) the first round
@@ -975,24 +982,32 @@ class XlaCostModel(ColdWeights, OpCostModel):
             if recs:
                 self.db.put(self.fingerprint, recs)
 
-        for k in range(REGION_TRIES):
-            for j in todo:
-                if first and not self._may_measure():
-                    store()
-                    if k == 0:
-                        # A region can take far longer than REGION_SECONDS (a large
-                        # convolution): the input's regions stop at the deadline.
-                        raise ValueError(
-                            "xla: the program's regions ran past the measuring deadline"
-                        )
-                    return
-                try:
-                    runs[j.signature].append(j.run())
-                except ValueError as e:  # remembered: not tried again by this object
-                    self._failed[j.signature] = str(e)
-                    store()
-                    raise
-        store()
+        late = "xla: the program's regions ran past the measuring deadline"
+        self._stop_at = self._deadline if first else None
+        try:
+            for k in range(REGION_TRIES):
+                for j in todo:
+                    if first and not self._may_measure():
+                        store()
+                        if k == 0:
+                            # A region can take far longer than REGION_SECONDS (a large
+                            # convolution): the input's regions stop at the deadline.
+                            raise ValueError(late)
+                        return
+                    try:
+                        runs[j.signature].append(j.run())
+                    except TimeoutError:  # the deadline passed inside the measurement
+                        store()
+                        if k == 0:
+                            raise ValueError(late) from None
+                        return
+                    except ValueError as e:  # remembered: not tried again by this object
+                        self._failed[j.signature] = str(e)
+                        store()
+                        raise
+            store()
+        finally:
+            self._stop_at = None
 
     def _cold_count(self, nbytes: int, hot: float, curve: BandwidthCurve) -> int:
         """Copies of a region or operator reading ``nbytes`` of weights, ``hot`` seconds
@@ -1048,7 +1063,7 @@ class XlaCostModel(ColdWeights, OpCostModel):
                 args.append(rng.integers(0, 2, shape.dims).astype(dt))
             else:
                 args.append(rng.uniform(0.5, 1.5, shape.dims).astype(dt))
-        return self.backend.time_module(region, args)
+        return self.backend.time_module(region, args, self._stop_at)
 
     def measure_until(self, deadline: float | None) -> None:
         """Measure missing figures only until ``time.monotonic()`` reaches ``deadline``
