@@ -956,7 +956,9 @@ class XlaCostModel(ColdWeights, OpCostModel):
         With ``first`` (the input, see :meth:`program_seconds`), measuring stops at the
         deadline, inside a region's measurement too (no run of it starts past the
         deadline: one run of an EfficientNet convolution region takes seconds): during the
-        first round it raises, after it the rounds made so far decide.
+        first round it raises, after it the rounds made so far decide. Either way the
+        figures measured so far are stored (with the tries they had), so that a later
+        optimisation of the program measures on from there.
 
         Raises:
             ValueError: a region could not run alone, or (with ``first``) the first round
