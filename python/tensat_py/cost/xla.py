@@ -664,9 +664,10 @@ def region_module(module: Any, ins: Any) -> str:
     return print_module(Module("region", [*(comps[n] for n in called), entry]))
 
 
-def region_signature(text: str) -> tuple[str, str]:
+def region_signature(text: str, tries: int | None = None) -> tuple[str, str]:
     """The cache signature of a region module (its text without metadata and with its
-    names numbered in order of appearance, hashed) and that normal text."""
+    names numbered in order of appearance, hashed; with ``tries``, the number of
+    measurements its figure is the lowest of) and that normal text."""
     import hashlib
     import re
 
@@ -679,8 +680,10 @@ def region_signature(text: str) -> tuple[str, str]:
 
     body = re.sub(r"%[\w.\-]+", rename, body)
     digest = hashlib.sha256(body.encode()).hexdigest()[:24]
-    sig = json.dumps({"calibration": "xla region", "hash": digest}, sort_keys=True)
-    return sig, body
+    key: dict[str, Any] = {"calibration": "xla region", "hash": digest}
+    if tries is not None:
+        key["tries"] = tries
+    return json.dumps(key, sort_keys=True), body
 
 
 # ============================================================================ model
@@ -919,10 +922,7 @@ class XlaCostModel(ColdWeights, OpCostModel):
                 )
                 held = {k for k, o in enumerate(operands) if o in weights}
                 streamed.append((sum(weights[operands[k]] for k in held), region, held))
-                sig = json.dumps(
-                    {**json.loads(region_signature(region)[0]), "tries": REGION_TRIES},
-                    sort_keys=True,
-                )
+                sig, _ = region_signature(region, REGION_TRIES)
                 jobs.append(_Job(sig, f"xla:{ins.opcode}", lambda r=region: self._time_region(r)))
         curve = self.bandwidth() if self._cold and any(n for n, _, _ in streamed) else None
         self._fetch([j.signature for j in jobs])
@@ -989,16 +989,14 @@ class XlaCostModel(ColdWeights, OpCostModel):
         try:
             for k in range(REGION_TRIES):
                 for j in todo:
-                    if first and not self._may_measure():
-                        store()
-                        if k == 0:
-                            # A region can take far longer than REGION_SECONDS (a large
-                            # convolution): the input's regions stop at the deadline.
-                            raise ValueError(late)
-                        return
                     try:
+                        # A region can take far longer than REGION_SECONDS (a large
+                        # convolution): the input's regions stop at the deadline, before
+                        # a measurement or inside one.
+                        if first and not self._may_measure():
+                            raise TimeoutError
                         runs[j.signature].append(j.run())
-                    except TimeoutError:  # the deadline passed inside the measurement
+                    except TimeoutError:
                         store()
                         if k == 0:
                             raise ValueError(late) from None
@@ -1033,8 +1031,7 @@ class XlaCostModel(ColdWeights, OpCostModel):
         if not count:
             return None
         text = replicated_module(region, held, count)
-        sig = json.loads(region_signature(text)[0])
-        sig = json.dumps({**sig, "tries": COLD_TRIES}, sort_keys=True)
+        sig, _ = region_signature(text, COLD_TRIES)
         return _Job(
             sig, "xla:cold-region", lambda: self._per_copy(lambda: self._time_region(text), count)
         )
