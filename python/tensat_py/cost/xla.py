@@ -628,36 +628,48 @@ def region_module(module: Any, ins: Any) -> str:
     Raises:
         ValueError: an operand of a tuple shape (names the instruction).
     """
-    from tensat_py.frontends.hlo.ir import (
-        ArrayShape,
-        Computation,
-        Instruction,
-        Module,
-        print_module,
-    )
+    from tensat_py.frontends.hlo.ir import Computation, Module, print_module
 
-    by = module.entry.by_name()
     comps = {c.name: c for c in module.computations}
     if ins.opcode == "fusion":
         body = comps[str(ins.attr("calls")).lstrip("%")]
         entry = dataclasses.replace(body, name="region", entry=True)
     else:
-        params = []
-        names: dict[str, str] = {}
-        for o in ins.operands:
-            if o in names:
-                continue
-            shape = by[o].shape
-            if not isinstance(shape, ArrayShape):
-                raise ValueError(f"xla: `{ins.name}` reads a tuple; it does not run alone")
-            k = len(params)
-            names[o] = f"p{k}"
-            params.append(Instruction(f"p{k}", shape, "parameter", [], payload=str(k)))
+        params = _Parameters(module, ins.name)
         root = dataclasses.replace(
-            ins, operands=[names[o] for o in ins.operands], root=True, name="r"
+            ins, operands=[params(o) for o in ins.operands], root=True, name="r"
         )
-        entry = Computation("region", [*params, root], entry=True)
+        entry = Computation("region", [*params.made, root], entry=True)
     return print_module(Module("region", [*_called(comps, entry), entry]))
+
+
+class _Parameters:
+    """The entry parameters of a module cut out of ``module``'s entry: calling it with the
+    name of an entry value gives the parameter standing for it (``p0``, ``p1``... made on
+    first use, shape and layout kept); :attr:`made` lists them by number.
+
+    Raises (on a call):
+        ValueError: the value has a tuple shape (names ``reader``, the instruction cut
+            out).
+    """
+
+    def __init__(self, module: Any, reader: str) -> None:
+        self.by = module.entry.by_name()
+        self.reader = reader
+        self.made: list[Any] = []
+        self.names: dict[str, str] = {}
+
+    def __call__(self, value: str) -> str:
+        from tensat_py.frontends.hlo.ir import ArrayShape, Instruction
+
+        if value not in self.names:
+            shape = self.by[value].shape
+            if not isinstance(shape, ArrayShape):
+                raise ValueError(f"xla: `{self.reader}` reads a tuple; it does not run alone")
+            k = len(self.made)
+            self.names[value] = f"p{k}"
+            self.made.append(Instruction(f"p{k}", shape, "parameter", [], payload=str(k)))
+        return self.names[value]
 
 
 def _called(comps: Mapping[str, Any], entry: Any) -> list[Any]:
@@ -718,33 +730,13 @@ def pair_module(module: Any, producer: Any, consumer: Any) -> str:
         ...     region_kind(dot), region_kind(exp)]
         True
     """
-    from tensat_py.frontends.hlo.ir import (
-        ArrayShape,
-        Computation,
-        Instruction,
-        Module,
-        print_module,
-    )
+    from tensat_py.frontends.hlo.ir import Computation, Instruction, Module, print_module
 
-    by = module.entry.by_name()
     comps = {c.name: c for c in module.computations}
-    params: list[Any] = []
-    names: dict[str, str] = {}
-
-    def operand(o: str) -> str:
-        if o == producer.name:
-            return "prod"
-        if o not in names:
-            shape = by[o].shape
-            if not isinstance(shape, ArrayShape):
-                raise ValueError(f"xla: `{o}` is a tuple; a pair reading it does not run")
-            k = len(params)
-            names[o] = f"p{k}"
-            params.append(Instruction(f"p{k}", shape, "parameter", [], payload=str(k)))
-        return names[o]
+    params = _Parameters(module, f"{producer.name}` or `{consumer.name}")
 
     def run(ins: Any, name: str, root: bool) -> Any:
-        ops_ = [operand(o) for o in ins.operands]
+        ops_ = ["prod" if o == producer.name else params(o) for o in ins.operands]
         if ins.opcode == "fusion":
             return Instruction(
                 name, ins.shape, "call", ops_, [("to_apply", ins.attr("calls"))], root=root
@@ -753,7 +745,7 @@ def pair_module(module: Any, producer: Any, consumer: Any) -> str:
 
     prod = run(producer, "prod", False)
     cons = run(consumer, "cons", True)
-    entry = Computation("pair", [*params, prod, cons], entry=True)
+    entry = Computation("pair", [*params.made, prod, cons], entry=True)
     return print_module(Module("pair", [*_called(comps, entry), entry]))
 
 
