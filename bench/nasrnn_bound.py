@@ -251,7 +251,7 @@ def main() -> None:
         "# NasRNN on XLA CPU: the bound of merging its matmuls by hand",
         "",
         f"Command: `{cache}python bench/nasrnn_bound.py --steps {STEPS} --rounds {args.rounds}"
-        f"{'' if args.tensat else ' --no-tensat'} --out bench/nasrnn_bound.md` "
+        f"{'' if args.tensat else ' --no-tensat'}{f' --out {args.out}' if args.out else ''}` "
         f"(jax {jax.__version__}, {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs; {args.rounds} rotating rounds, {seconds:.0f} s; load average "
         f"{os.getloadavg()[0]:.1f} at the end: the machine is shared).",
