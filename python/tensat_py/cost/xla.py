@@ -301,7 +301,7 @@ COLD_TRIES = 3
 #: came out 3.64x instead of 5.5x.
 REGION_TRIES = 3
 #: The figure stored for a pair module (:func:`pair_module`) that XLA compiles into other
-#: regions than its producer and consumer (it fused them, or added a copy), or could not
+#: regions than its producer and consumer (it fused them, or added a region), or could not
 #: run: the consumer is priced alone.
 NO_PAIR = -1.0
 #: Share of a region's or operator's time run alone that streaming its weights must take
@@ -981,7 +981,7 @@ class XlaCostModel(ColdWeights, OpCostModel):
         argument: jax_lora_dense's ``w + 2 (a b)`` loop fusion took 0.33 ms alone and
         0.16 ms after the dot that makes ``a b``, and the input was priced 1.07 ms against
         0.77-0.95 ms measured. The producer is the largest such operand's; where XLA
-        compiles the pair into other regions (it fuses the two, or adds a copy), the
+        compiles the pair into other regions (it fuses the two, or adds a region), the
         region is priced alone (:data:`NO_PAIR`). When measuring the pairs too would
         overrun the deadline for the ``first`` program while its regions alone would not,
         no region of that optimisation is priced after its producer.
@@ -1028,28 +1028,28 @@ class XlaCostModel(ColdWeights, OpCostModel):
         if first and self._deadline is not None and missing:
             if time.monotonic() + missing * REGION_SECONDS > self._deadline:
                 raise ValueError(f"xla: {missing} regions to measure before the deadline")
-        if self._paired is None:
+        if self._paired is None:  # decided by the first program, as _whole is
             paired = len({j.signature for _, j in pairs.values() if j.signature not in self._raw})
-            late = self._deadline is not None and first and paired
             self._paired = not (
-                late and time.monotonic() + (missing + paired) * REGION_SECONDS > self._deadline
+                first
+                and self._deadline is not None
+                and time.monotonic() + (missing + paired) * REGION_SECONDS > self._deadline
             )
         if not self._paired:
             pairs = {}
         overhead, dispatch = self.overhead(), self.dispatch()
         self._measure_regions([*jobs, *(j for _, j in pairs.values())], first)
+        raws = [self._take(job, ignore_deadline=True) for job in jobs]
         total = 0.0
-        for k, (job, (nbytes, region, held)) in enumerate(zip(jobs, streamed, strict=True)):
-            raw = self._take(job, ignore_deadline=True)
+        for k, (raw, (nbytes, region, held)) in enumerate(zip(raws, streamed, strict=True)):
             assert raw is not None
             alone = max(raw - overhead, 0.0)
             t = alone
             if k in pairs:
                 producer, pjob = pairs[k]
                 both = self._take(pjob, ignore_deadline=True)
-                before = self._take(jobs[producer], ignore_deadline=True)
-                if both is not None and before is not None and both != NO_PAIR:
-                    t = max(both - before, 0.0)  # one call overhead in each
+                if both is not None and both != NO_PAIR:
+                    t = max(both - raws[producer], 0.0)  # one call overhead in each
             if curve is not None and nbytes:
                 cold = self._cold_region_job(region, held, nbytes, alone, curve)
                 if cold is not None:
