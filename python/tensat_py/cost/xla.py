@@ -167,6 +167,7 @@ __all__ = [
     "COLD_MIN_BYTES",
     "COLD_MAX_BYTES",
     "REGION_TRIES",
+    "tries_figure",
     "STREAM_SIDES",
     "STREAM_ROUNDS",
     "stream_signature",
@@ -294,12 +295,18 @@ def working_set(nbytes: float) -> int:
 #: Measurements of a cold figure, the lowest kept (:meth:`XlaCostModel._per_copy`).
 COLD_TRIES = 3
 #: Measurements of a program region's figure, made in rounds over the program's missing
-#: regions (one of each region per round), the lowest kept
-#: (:meth:`XlaCostModel._measure_regions`). One measurement of about 30 ms can land in a
+#: regions (one of each region per round), their median kept (:func:`tries_figure`;
+#: :meth:`XlaCostModel._measure_regions`). One measurement of about 30 ms can land in a
 #: burst of load from another process: jax_gcn_layer's 2048 x 2048 by 2048 x 32 dot once
 #: measured 1.72 ms against 1.00-1.12 ms in other runs, and the module's predicted speedup
-#: came out 3.64x instead of 5.5x.
-REGION_TRIES = 3
+#: came out 3.64x instead of 5.5x. The lowest of 3 tries still scattered: one try's lower
+#: quartile of the module's 7.4 ms dot ranged 7.8-10.2 ms over 20 rounds (coefficient of
+#: variation 6 %), and so did the lowest of a few. Over 8 pricings in fresh caches of the
+#: input and the optimiser's program, the standard deviation of the log of the predicted
+#: speedup was, with the lowest of 3 tries against the median of 5: jax_gcn_layer 0.090
+#: against 0.023, jax_linear_attention 0.070 against 0.050, jax_lora_dense 0.041 against
+#: 0.041 (the median of 7: 0.027, 0.054, 0.038); pricing took 1.5 times as long.
+REGION_TRIES = 5
 #: The figure stored for a pair module (:func:`pair_module`) that XLA compiles into other
 #: regions than its producer and consumer (it fused them, or added a region), or could not
 #: run: the consumer is priced alone.
@@ -749,10 +756,38 @@ def pair_module(module: Any, producer: Any, consumer: Any) -> str:
     return print_module(Module("pair", [*_called(comps, entry), entry]))
 
 
+def tries_figure(lows: Sequence[float]) -> float:
+    """A region's figure (seconds) from its tries' lower quartiles ``lows``
+    (:data:`REGION_TRIES` of them, fewer when the measuring deadline stopped the rounds):
+    their median, the lower middle one for an even count, so the figure is always one
+    measurement; :data:`NO_PAIR` when any try says so (a pair module XLA compiles into
+    other regions, :meth:`XlaCostModel._time_pair`).
+
+    Raises:
+        ValueError: no tries.
+
+    Example:
+        >>> tries_figure([3e-4, 1e-4, 2e-4, 9e-4, 4e-4])   # the lowest would be 1e-4
+        0.0003
+        >>> tries_figure([3e-4, 1e-4])
+        0.0001
+        >>> tries_figure([3e-4, NO_PAIR, 2e-4])
+        -1.0
+    """
+    import statistics
+
+    if not lows:
+        raise ValueError("tries_figure: no tries")
+    if NO_PAIR in lows:
+        return NO_PAIR
+    return float(statistics.median_low(lows))
+
+
 def region_signature(text: str, tries: int | None = None) -> tuple[str, str]:
     """The cache signature of a region module (its text without metadata and with its
     names numbered in order of appearance, hashed; with ``tries``, the number of
-    measurements its figure is the lowest of) and that normal text."""
+    measurements its figure is the median of, :func:`tries_figure`) and that normal
+    text."""
     import hashlib
     import re
 
@@ -968,7 +1003,7 @@ class XlaCostModel(ColdWeights, OpCostModel):
         """Seconds of the HLO module ``text`` as XLA's CPU backend runs it: compiled with
         XLA's full pipeline, each instruction of the optimised entry computation (a loop
         or library fusion, a convolution, a copy...) measured alone as a module of its
-        own (:func:`region_module`; identical regions measured once, cached; the lowest
+        own (:func:`region_module`; identical regions measured once, cached; the median
         of :data:`REGION_TRIES` measurements made in rounds over the program's regions,
         :meth:`_measure_regions`), less the call overhead, plus one kernel dispatch;
         parameters, constants, tuples and bitcasts cost nothing.
@@ -1112,10 +1147,10 @@ class XlaCostModel(ColdWeights, OpCostModel):
 
     def _measure_regions(self, jobs: Sequence[_Job], first: bool) -> None:
         """Measure the regions of ``jobs`` missing from the cache in :data:`REGION_TRIES`
-        rounds, one measurement of each region per round, and store each region's lowest
-        (other processes only slow a run down; rounds spread a region's measurements over
-        the time the program's regions take, so one burst of load does not decide its
-        figure).
+        rounds, one measurement of each region per round, and store each region's median
+        (:func:`tries_figure`: rounds spread a region's measurements over the time the
+        program's regions take, so neither one burst of load from another process nor one
+        lucky try decides its figure).
 
         With ``first`` (the input, see :meth:`program_seconds`), measuring stops at the
         deadline, inside a region's measurement too (no run of it starts past the
@@ -1137,9 +1172,9 @@ class XlaCostModel(ColdWeights, OpCostModel):
                 ms = runs[j.signature]
                 if not ms or j.signature in self._raw:
                     continue
-                low = min(m.low for m in ms)
+                low = tries_figure([m.low for m in ms])
                 med = float(np.median([m.median for m in ms]))
-                spread = max(m.median for m in ms) - low
+                spread = max(m.median for m in ms) - min(m.low for m in ms)
                 recs.append(Record(j.signature, j.op, med, spread, sum(m.reps for m in ms), low))
                 self._raw[j.signature] = low
                 self.measured += 1
