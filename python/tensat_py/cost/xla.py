@@ -114,6 +114,7 @@ import dataclasses
 import json
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -774,8 +775,6 @@ def tries_figure(lows: Sequence[float]) -> float:
         >>> tries_figure([3e-4, NO_PAIR, 2e-4])
         -1.0
     """
-    import statistics
-
     if not lows:
         raise ValueError("tries_figure: no tries")
     if NO_PAIR in lows:
