@@ -107,7 +107,7 @@ NODE_LIMIT = 50_000
 #: only for a larger one. Tensat's experiments run k_multi 0, 1 and 2 (its Table 1 at 1);
 #: a second iteration merges the merged operators again, which NasRNN needs: at 1 its
 #: eight matmuls per side and step merge in pairs at best (XLA CPU measured 0.93x), at 2
-#: into two dots per step (measured 1.16-1.30x across runs, the hand-merged bound 1.18-1.28x;
+#: into two dots per step (measured 1.15-1.31x across runs, the hand-merged bound 1.18-1.28x;
 #: bench/nasrnn_bound.md). The e-graph grows with it (BERT 1,569 -> 12,348 e-nodes, NasRNN
 #: 33,285 at 230 operators), within :data:`NODES_PER_OPERATOR`.
 AUTO_K_MULTI_OPERATORS = 256
