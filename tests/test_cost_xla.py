@@ -184,7 +184,32 @@ def test_hlo_on_cpu_defaults_to_xla(quick) -> None:
         loads(SMALL_HLO), device="cpu", cost_model="roofline", confirm=False, time_limit=30
     )
     assert explicit.cost_model == "roofline"
-    assert tensat_py.optimize(loads(SMALL_HLO), confirm=False).cost_model == "roofline"  # t4
+    t4 = tensat_py.optimize(loads(SMALL_HLO), device="t4", confirm=False, time_limit=30)
+    assert (t4.cost_model, t4.device) == ("roofline", "t4")
+
+
+def test_hlo_input_is_priced_for_the_cpu_when_no_device_is_given(quick) -> None:
+    """An HLO module runs on XLA's CPU client here: with no ``device`` it is priced by the
+    xla cost model on ``cpu``; a graph no front end loaded keeps Tensat's ``t4``."""
+    import tensat_py
+    from tensat_py.frontends.hlo import loads
+
+    res = tensat_py.optimize(loads(SMALL_HLO), confirm=False, time_limit=30)
+    assert (res.cost_model, res.device) == ("xla", "cpu")
+    assert res.to_json()["device"] == "cpu"
+    built = tensat_py.optimize(tensat_py.load("squeezenet"), verify=False, time_limit=30)
+    assert (built.cost_model, built.device) == ("roofline", "t4")
+
+
+def test_the_command_prices_an_hlo_file_for_the_cpu_by_default(quick, tmp_path) -> None:
+    from tensat_py.cli import main
+
+    path = tmp_path / "small.hlo"
+    path.write_text(SMALL_HLO)
+    out = CliRunner().invoke(main, ["optimize", str(path), "--json", "--no-confirm"])
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.output)
+    assert (got["cost_model"], got["device"]) == ("xla", "cpu")
 
 
 def test_a_program_is_priced_as_xla_compiles_it(fake_clock) -> None:

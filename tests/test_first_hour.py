@@ -89,7 +89,17 @@ def test_bench_hlo_and_optimize_count_a_module_alike() -> None:
     path = str(HLO_MODULES / "jax_mlp_relu.hlo")
     row = bench_module(path, "greedy", 20.0, 2000, 0.05)
     assert row["status"] == "ok", row
-    code, out = _run("optimize", path, "--extractor", "greedy", "--node-limit", "2000", "--json")
+    code, out = _run(
+        "optimize",
+        path,
+        "--extractor",
+        "greedy",
+        "--node-limit",
+        "2000",
+        "--device",
+        "t4",
+        "--json",
+    )  # the bench's device (its default); optimize's for .hlo is cpu
     assert code == 0, out
     ops = json.loads(out)["operators"]
     assert (ops["before"], ops["after"]) == (row["ops_before"], row["ops_after"])

@@ -692,6 +692,13 @@ def test_side_effects_nothing_reads_are_kept_and_python_callbacks_refused() -> N
     g = loads(text, "print.hlo")
     assert [ins.opcode for ins, _ in g.meta["hlo"].effects] == ["custom-call"]
     result = tensat_py.optimize(g, time_limit=CANDIDATE_SECONDS, verify=False)
+    # Priced for XLA's CPU client (HLO's default device), which cannot run it: the default
+    # confirmation steps aside and says why; asked for, it is an error.
+    assert (result.cost_model, result.device) == ("xla", "cpu")
+    assert "calls back into Python" in result.stats["confirm_skipped"]
+    assert "not confirmed" in result.message
+    with pytest.raises(ValueError, match="calls back into Python"):
+        tensat_py.optimize(g, time_limit=CANDIDATE_SECONDS, verify=False, confirm=True)
     for printed in (_translated(text, "print.hlo"), dumps(result.candidate)):
         assert printed.count("xla_ffi_python_cpu_callback") == 1
         xla_exec.compile_text(printed)

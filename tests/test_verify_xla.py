@@ -25,7 +25,9 @@ ENTRY main {
 
 
 def test_the_jax_transformer_block_candidate_verifies_in_float64() -> None:
-    res = tensat_py.optimize(str(BLOCK))
+    # The roofline's T4 candidate (18.7 % predicted), which float32 verification at 1e-5
+    # rejected; on the CPU the xla cost model and confirmation decide otherwise.
+    res = tensat_py.optimize(str(BLOCK), device="t4")
     assert res.extraction_status == "optimal", res.message  # was fallback-unverified
     assert res.verify is not None and res.verify.passed and res.verify.runner == "xla"
     assert "float64 on numpy" in res.verify.message

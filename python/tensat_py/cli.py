@@ -125,10 +125,11 @@ def main(ctx: click.Context) -> None:
 @_SOLVER_OPTION
 @click.option(
     "--device",
-    default="t4",
-    show_default=True,
+    default=None,
     help="The device the cost model prices for: a roofline preset (t4, a100, h100, cpu); "
-    "for profile and learned, cpu (this machine, onnxruntime) or gpu/cuda (CuPy).",
+    "for profile and learned, cpu (this machine, onnxruntime) or gpu/cuda (CuPy); for xla, "
+    "cpu. Default: the input format's (cpu for .hlo, which XLA's CPU client runs here; "
+    "else t4).",
 )
 @click.option(
     "--cost-model",
@@ -138,7 +139,7 @@ def main(ctx: click.Context) -> None:
     "profile (each operator timed on --device, cached), learned (gradient-boosted trees "
     "on the profile cache), rlo (RLO's unitless costs, Knossos .ks programs only), xla "
     "(XLA's CPU backend measured through jaxlib, its fusions included; --device cpu). "
-    "Default: the input format's (rlo for .ks, xla for .hlo on --device cpu, else "
+    "Default: the input format's (rlo for .ks, xla for .hlo on --device cpu, its default; else "
     "roofline). See docs/cost-models.md.",
 )
 @click.option("--no-verify", is_flag=True, help="Skip numerical verification.")
@@ -227,7 +228,7 @@ def optimize(
     cycle_filter: str,
     extractor: str,
     solver: str,
-    device: str,
+    device: str | None,
     no_verify: bool,
     dump_egraph: str | None,
     as_json: bool,

@@ -231,7 +231,8 @@ def validate_optimize_options(
     """Checks every option of :func:`tensat_py.optimize` (see there for their meaning).
 
     ``cost_model`` may be ``None`` (the front end's default), a name, or an object with
-    ``graph_cost`` and ``costs_for_export`` methods.
+    ``graph_cost`` and ``costs_for_export`` methods; ``device`` may be ``None`` (the front
+    end's default, :func:`tensat_py.frontends.device_for`).
 
     Raises:
         ValueError: the first bad option, in one line naming it.
@@ -245,7 +246,8 @@ def validate_optimize_options(
     check_choice("extractor", extractor, EXTRACTORS)
     check_choice("solver", solver, SOLVERS)
     check_choice("order_vars", order_vars, ORDER_VARS)
-    check_choice("device", device, DEVICES)
+    if device is not None:  # None: the front end's default device
+        check_choice("device", device, DEVICES)
     if cost_model is None or not isinstance(cost_model, str):
         if cost_model is not None and not all(
             callable(getattr(cost_model, m, None)) for m in ("graph_cost", "costs_for_export")

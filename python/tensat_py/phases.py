@@ -609,7 +609,16 @@ def confirm(run: Run, confirm: bool | Runtime | None) -> None:
     at least ``1 +`` :data:`CONFIRM_MARGIN` and the lower end of that median's 95 %
     interval (:func:`~tensat_py.runtime.timing.median_interval`) above 1; an ONNX
     input kept is written as its source model when that ran more than
-    :data:`SOURCE_MARGIN` faster than its export."""
+    :data:`SOURCE_MARGIN` faster than its export.
+
+    Confirmation by default (``confirm`` None) steps aside when the runtime cannot run
+    the input at all (an HLO module that calls back into Python): the candidate stands
+    on the cost model's prediction, ``stats["confirm_skipped"]`` and the message say why.
+
+    Raises:
+        ValueError: the runtime cannot run a program when confirmation was asked for
+            (``confirm`` True or a runtime), or it runs the input but not the candidate.
+    """
     graph, candidate = run.graph, run.candidate
     assert candidate is not None
     if not _confirms(confirm, run.model) or not (run.best is candidate or _has_source_model(graph)):
@@ -620,9 +629,20 @@ def confirm(run: Run, confirm: bool | Runtime | None) -> None:
     runtime = confirm if isinstance(confirm, Runtime) else runtime_for(graph, run.model)
     budget = max(0.5, min(10.0, run.budget.left()))
     with run.budget.phase("confirmation"), run.display.phase("confirmation"):
-        c = measured_speedup(
-            graph, candidate if run.best is candidate else None, runtime=runtime, budget=budget
-        )
+        try:
+            c = measured_speedup(
+                graph, candidate if run.best is candidate else None, runtime=runtime, budget=budget
+            )
+        except ValueError as e:
+            # Confirmation by default steps aside for a program its runtime cannot run at
+            # all (an HLO module that calls back into Python); asked for, or when only
+            # the candidate fails to run, it is an error.
+            if confirm is not None or _runs(runtime, graph):
+                raise
+            run.stats.update(confirm_skipped=str(e))
+            note = f"not confirmed: {e}; the speedup is the cost model's prediction"
+            run.message = f"{run.message}; {note}" if run.message else note
+            return
     run.stats.update(confirm_rounds=c.rounds)
     if run.best is candidate:
         run.stats.update(
@@ -731,6 +751,16 @@ def _confirms(confirm: bool | Runtime | None, model: Any) -> bool:
         getattr(model, "name", "") in ("profile", "learned", "xla")
         and getattr(model, "device", "") == "cpu"
     )
+
+
+def _runs(runtime: Runtime, graph: Graph) -> bool:
+    """Whether ``runtime`` can run the program ``graph`` (it prepares it on seed-0
+    inputs without raising ``ValueError``)."""
+    try:
+        runtime.prepare(graph, runtime.inputs(graph, 0), source=graph)
+    except ValueError:
+        return False
+    return True
 
 
 def _has_source_model(graph: Graph) -> bool:

@@ -108,6 +108,12 @@ def _by_name(spec: Any) -> bool:
     return isinstance(spec, list | tuple) and all(isinstance(s, str | Path) for s in spec)
 
 
+def _resolve_device(graph: Graph, device: Device | None) -> Device:
+    from tensat_py.frontends import device_for
+
+    return device_for(graph, device)  # type: ignore[return-value]
+
+
 def _resolve_cost_model(graph: Graph, cost_model: Any, device: str) -> Any:
     from tensat_py.frontends import defaults_for
 
@@ -132,7 +138,7 @@ def optimize(
     solver: Solver = "highs",
     order_vars: OrderVars = "real",
     cost_model: str | Any | None = None,
-    device: Device = "t4",
+    device: Device | None = None,
     verify: bool = True,
     dump_egraph: str | Path | None = None,
     progress: bool | PhaseDisplay = False,
@@ -186,10 +192,13 @@ def optimize(
         cost_model: a name (``"roofline"``, ...) or an object with ``graph_cost(graph)`` and
             ``costs_for_export(export)`` (seconds); default: the front end's
             (``"roofline"`` for tensor programs).
-        device: the device the cost model prices for: a roofline preset, ``"t4"``
-            (default), ``"a100"``, ``"h100"``, ``"cpu"``; for the measured models
-            (``profile``, ``learned``) ``"cpu"`` (this machine), or ``"gpu"``/``"cuda"`` (or
-            a GPU preset's name) through CuPy.
+        device: the device the cost model prices for: a roofline preset, ``"t4"``,
+            ``"a100"``, ``"h100"``, ``"cpu"``; for the measured models (``profile``,
+            ``learned``, ``xla``) ``"cpu"`` (this machine), or ``"gpu"``/``"cuda"`` (or a
+            GPU preset's name) through CuPy. Default: the front end's
+            (:func:`tensat_py.frontends.device_for`): ``"cpu"`` for HLO, the runtime here
+            that runs it (so the ``xla`` cost model prices it and confirmation measures
+            the candidate on XLA's CPU client); ``"t4"``, Tensat's GPU, otherwise.
         verify: run both programs in float64 on the same random inputs and weights and keep
             the candidate only if its outputs agree (``tensat_py.verify``'s float64
             tolerance, far tighter than the 1e-4 float32 bound).
@@ -280,6 +289,7 @@ def optimize(
     else:
         with budget.phase("load"):
             graph = _as_graph(graph)
+    device = _resolve_device(graph, device)  # no new local: ``kw`` below takes them all
     if not isinstance(graph, Graph):  # a program of functions (Knossos)
         return _optimize_functions(
             graph,

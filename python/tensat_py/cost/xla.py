@@ -114,6 +114,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -1705,10 +1706,20 @@ def _weight_parameters(module: Any, first_weight: int | None) -> dict[str, int]:
 
 
 def _array_bytes(shape: Any) -> int:
-    """Bytes of an HLO array shape."""
-    from tensat_py.runtime.xla_exec import np_dtype
+    """Bytes of an HLO array shape, for every element type: its width is the number in
+    its name (``c64``: 8 bytes, ``f8e4m3fn``: 1, ``s4``: half), ``pred`` a byte, ``token``
+    and ``opaque`` none (XLA ``primitive_util::BitWidth``).
 
-    return math.prod(shape.dims) * np.dtype(np_dtype(shape.etype)).itemsize
+    >>> from tensat_py.frontends.hlo.ir import ArrayShape
+    >>> [_array_bytes(ArrayShape(t, (3, 4))) for t in ("f32", "c64", "pred", "s4", "token")]
+    [48, 96, 12, 6, 0]
+    """
+    if shape.etype == "pred":
+        bits = 8
+    else:
+        m = re.match(r"[a-z]+(\d+)", shape.etype)
+        bits = int(m.group(1)) if m else 0
+    return -(-math.prod(shape.dims) * bits // 8)
 
 
 def _dtype(ctx: ops.OpContext) -> str:

@@ -38,6 +38,10 @@ class Frontend:
         default_cost_model: the cost model ``optimize`` uses for its programs.
         min_gain: the smallest predicted gain (fraction of the cost) for which
             ``optimize`` keeps the candidate over the input, by default.
+        default_device: the device ``optimize`` prices its programs for when none is
+            given: ``"t4"`` (Tensat's GPU, a roofline preset) for tensor programs,
+            ``"cpu"`` for HLO (XLA's CPU client, the runtime here that runs it, so the
+            speedup printed is the ``xla`` cost model's and confirmation measures it).
         device_cost_models: ``(device, cost model)`` pairs overriding
             ``default_cost_model`` on that device (HLO on ``"cpu"``: ``"xla"``, the
             measured model of the runtime the program came from).
@@ -53,6 +57,7 @@ class Frontend:
     default_rules: str = "taso"
     default_cost_model: str = "roofline"
     min_gain: float = 0.0
+    default_device: str = "t4"
     device_cost_models: tuple[tuple[str, str], ...] = ()
     functions: Callable[[Any], Any] | None = None
 
@@ -101,6 +106,20 @@ def defaults_for(graph: Any) -> Frontend | None:
     """The front end ``graph`` was loaded by (its ``meta["frontend"]``), if any."""
     name = getattr(graph, "meta", {}).get("frontend")
     return frontends().get(name) if isinstance(name, str) else None
+
+
+def device_for(graph: Any, device: str | None) -> str:
+    """The device ``optimize`` prices ``graph`` for: ``device`` when given, else the
+    :attr:`Frontend.default_device` of the front end that loaded it (``"t4"`` for a graph
+    no front end loaded, a built or zoo one).
+
+    >>> device_for(None, "a100"), device_for(None, None)
+    ('a100', 't4')
+    """
+    if device is not None:
+        return device
+    fe = defaults_for(graph)
+    return fe.default_device if fe is not None else "t4"
 
 
 def _load_taso(path: Any, **options: Any) -> Graph:
@@ -200,6 +219,7 @@ def _load() -> None:
             _load_hlo,
             _save_hlo,
             "tensor+hlo",
+            default_device="cpu",
             device_cost_models=(("cpu", "xla"),),
         )
     )
