@@ -25,8 +25,8 @@ ENTRY main {
 
 
 def test_the_jax_transformer_block_candidate_verifies_in_float64() -> None:
-    # The roofline's T4 candidate (18.7 % predicted), which float32 verification at 1e-5
-    # rejected; on the CPU the xla cost model and confirmation decide otherwise.
+    # The roofline's T4 candidate, which float32 verification at 1e-5 once rejected; on the
+    # CPU (HLO's default device) the xla cost model and confirmation decide otherwise.
     res = tensat_py.optimize(str(BLOCK), device="t4")
     assert res.extraction_status == "optimal", res.message  # was fallback-unverified
     assert res.verify is not None and res.verify.passed and res.verify.runner == "xla"
