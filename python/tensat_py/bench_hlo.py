@@ -87,7 +87,7 @@ class HloBenchConfig:
     time_limit: float = 10.0
     node_limit: int | None = 20_000  # None: the optimiser's default (per operator)
     budget_s: float = 2.0  # seconds of round-robin timed runs per module
-    cost_model: str | None = None  # None: roofline on device t4 (optimize alone: xla, cpu)
+    cost_model: str | None = None  # None: roofline on t4 (optimize's own HLO default: xla, cpu)
     device: str = "t4"
     timeout_s: float = 900.0
     ray_address: str | None = None
