@@ -95,6 +95,7 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
         row.extraction = res.extraction_status
         row.predicted = res.cost_before / res.cost_after if res.cost_after else math.nan
         row.cost_model = f"{res.cost_model}/{res.device}"
+        row.estimated = int(res.stats.get("pricing", {}).get("estimated", 0))
         row.verify_runner = res.verify.runner if res.verify else ""
         feeds = numpy_exec.random_feeds(g, seed=1)
         runs = []
@@ -166,7 +167,10 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
                 cells.append(f"{why} | | |")
                 continue
             ops = str(r.ops_before)
-            cells.append(f"{r.extraction} | {_f(r.predicted)} | {_f(1 / r.ratio)} | {_f(1 / r.aa)}")
+            est = f" ({r.estimated} est.)" if r.estimated else ""
+            cells.append(
+                f"{r.extraction} | {_f(r.predicted)}{est} | {_f(1 / r.ratio)} | {_f(1 / r.aa)}"
+            )
         lines.append(f"| {n} | {ops} | " + " | ".join(cells) + " |")
     text = [
         "# Measured on XLA CPU: the optimiser's programs beside XLA alone",
@@ -180,7 +184,10 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
         "on XLA CPU, the median of per-round ratios of round-robin runs (the programs "
         "read one placed copy of the inputs, each holds its own weights); `A/A`: the "
         "original against a second compilation of itself, measured the same way (the "
-        "noise). Both are measured; only `predicted` is a prediction.",
+        "noise). Both are measured; only `predicted` is a prediction. `(N est.)` after a "
+        "prediction: N of the operator prices it sums are roofline `cpu` estimates, not "
+        "measurements (the xla cost model priced the programs operator by operator, past "
+        "its measuring deadline).",
         "",
         *lines,
         "",
@@ -195,6 +202,7 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
         slower = [r.module for r in kept_rows if 1 / r.ratio < min(1.0, 1 / r.aa) - 0.02]
         within = [r for r in kept_rows if abs(r.predicted * r.ratio - 1) <= 0.05]
         nas = [(1 / r.ratio if kept(r) else 1.0) for r in ok if r.module == "zoo_nasrnn.hlo"]
+        guessed = [r.module for r in ok if r.estimated]
         text += [
             f"**{m}**: {len(ok)} of {len(rows[m])} modules ran; candidates kept: "
             f"{len(kept_rows)}; geometric-mean measured speedup {_f(_geomean(meas))}x "
@@ -203,7 +211,8 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
             f"{_f(nas[0]) + 'x' if nas else 'not run'}; kept candidates slower than the "
             f"original by more than 2 % beyond the A/A: {len(slower)} "
             f"({', '.join(slower) or 'none'}); kept candidates predicted within 5 % of "
-            f"measured: {len(within)} of {len(kept_rows)}.",
+            f"measured: {len(within)} of {len(kept_rows)}; predictions holding roofline "
+            f"estimates: {len(guessed)} ({', '.join(guessed) or 'none'}).",
             "",
         ]
     return "\n".join(text)

@@ -254,6 +254,60 @@ def test_past_the_measuring_deadline_figures_are_estimated(quick) -> None:
     assert cost > 0 and model.measured == 0 and model.estimated >= 1
 
 
+def test_pricing_says_how_the_programs_were_priced(quick) -> None:
+    """``pricing()`` tells a program priced whole (its regions measured) from one priced
+    operator by operator past the deadline, with its roofline estimates counted."""
+    import time
+
+    from tensat_py.frontends.hlo import loads
+
+    whole = xla.XlaCostModel()
+    whole.measure_until(None)
+    whole.graph_cost(loads(SMALL_HLO))
+    assert (whole.pricing().whole, whole.pricing().by_operator) == (1, 0)
+    assert whole.pricing().estimated == 0 and whole.pricing().note() == ""
+
+    late = xla.XlaCostModel()  # the cache is the test's own: nothing measured yet
+    late.measure_until(time.monotonic() - 1.0)
+    late.graph_cost(_sum_chain(2))  # its first program: too late to measure its regions
+    p = late.pricing()
+    assert (p.whole, p.by_operator) == (0, 1) and "deadline" in p.why
+    assert p.estimated >= 1 and "roofline cpu" in p.describe() and "profile" in p.note()
+    late.measure_until(None)  # a new optimisation starts a new account
+    assert late.pricing() == type(p)()
+
+
+def test_optimize_says_when_its_prices_are_roofline_estimates(quick, monkeypatch) -> None:
+    """With no time to measure, the xla model's prices are roofline estimates: the result
+    says so (``stats["pricing"]``, the message) instead of passing them off as XLA's."""
+    import tensat_py
+    from tensat_py import pipeline
+    from tensat_py.frontends.hlo import loads
+
+    ok = tensat_py.optimize(loads(SMALL_HLO), confirm=False, time_limit=30)
+    assert ok.stats["pricing"]["whole"] >= 1 and ok.stats["pricing"]["estimated"] == 0
+    assert "estimate" not in ok.message
+    monkeypatch.setattr(pipeline, "MEASURE_SHARE", 0.0)  # the measuring deadline: now
+    big = SMALL_HLO.replace("32,", "48,").replace("[64,16]", "[64,24]").replace(",16]", ",24]")
+    res = tensat_py.optimize(loads(big), confirm=False, time_limit=30)
+    assert res.stats["pricing"]["by_operator"] >= 1 and res.stats["pricing"]["estimated"] >= 1
+    assert "roofline cpu estimates, not measurements" in res.message
+    assert "operator by operator" in res.to_json()["stats"]["pricing"]["described"]
+
+
+def test_the_hlo_bench_marks_a_prediction_made_of_estimates(quick, monkeypatch, tmp_path) -> None:
+    from tensat_py import pipeline
+    from tensat_py.bench_hlo import HloRow, bench_module, markdown
+
+    monkeypatch.setattr(pipeline, "MEASURE_SHARE", 0.0)  # the measuring deadline: now
+    path = tmp_path / "small.hlo"
+    path.write_text(SMALL_HLO)
+    row = bench_module(str(path), "greedy", 20.0, 2000, 0.05, cost_model="xla", device="cpu")
+    assert row["status"] == "ok" and row["estimated"] >= 1, row
+    table = markdown([HloRow(**row)])
+    assert f"predicted with {row['estimated']} roofline-estimated prices" in table
+
+
 def test_measuring_the_input_s_regions_stops_at_the_deadline(fake_clock, monkeypatch) -> None:
     """A region can take far longer to measure than REGION_SECONDS (a large convolution):
     pricing the input whole stops once the deadline passes, and every program of that
@@ -414,3 +468,22 @@ def test_a_slow_region_s_measurement_stops_at_the_deadline(quick, monkeypatch) -
         model.program_seconds(SMALL_HLO, first=True)
     assert calls and all(t < deadline for t in calls)
     assert len(calls) < 2 + 7  # one region's warm-up and timed runs, without the deadline
+
+
+def test_the_astar_policy_searches_hlo_with_the_pipeline_s_cost_model(quick, monkeypatch) -> None:
+    """``policy="astar"`` compares its program's cost with the default pipeline's: both
+    must come from one cost model (for HLO: xla on the cpu, not the roofline)."""
+    import tensat_py
+    from tensat_py.frontends.hlo import loads
+    from tensat_py.policies import run
+
+    seen = []
+    real = run.astar_graph
+
+    def spy(graph, ruleset, model, **kw):
+        seen.append((model.name, model.device))
+        return real(graph, ruleset, model, budget=20)
+
+    monkeypatch.setattr(run, "astar_graph", spy)
+    res = tensat_py.optimize(loads(SMALL_HLO), policy="astar", confirm=False, time_limit=30)
+    assert seen == [("xla", "cpu")] and (res.cost_model, res.device) == ("xla", "cpu")

@@ -148,3 +148,15 @@ def test_the_docs_example_runs(capsys):
     assert "verified: ok" in printed
     # The program is confirmed on XLA by default: timing decides which of the two runs.
     assert printed.strip().splitlines()[-1] in ("tensat", "jax.jit")
+
+
+def test_the_summary_says_when_a_kept_program_was_priced_with_estimates():
+    from tensat_py.graph import Graph
+    from tensat_py.result import OptimizeResult
+
+    note = "3 operator prices are roofline cpu estimates, not measurements"
+    res = OptimizeResult(Graph(), 2.0, 1.0, "optimal", message=note, cost_model="xla")
+    res.device = "cpu"
+    assert note not in tj.Optimized("", "", res, None, None).summary()  # all measured
+    res.stats["pricing"] = {"estimated": 3}
+    assert note in tj.Optimized("", "", res, None, None).summary()

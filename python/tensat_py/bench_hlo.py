@@ -73,6 +73,9 @@ class HloRow:
     predicted: float = math.nan
     #: ``name/device`` of the cost model that chose the program.
     cost_model: str = ""
+    #: Operator prices in ``predicted`` that are roofline estimates, not measurements
+    #: (the ``xla`` model past its measuring deadline: ``stats["pricing"]``).
+    estimated: int = 0
 
 
 @dataclass
@@ -157,6 +160,7 @@ def bench_module(
         row.extraction = result.extraction_status
         row.predicted = result.cost_before / result.cost_after if result.cost_after else math.nan
         row.cost_model = f"{result.cost_model}/{result.device}"
+        row.estimated = int(result.stats.get("pricing", {}).get("estimated", 0))
         row.verify_runner = result.verify.runner if result.verify else ""
         original = print_module(parse_file(path))
         optimised = dumps(result.graph)
@@ -297,9 +301,14 @@ def markdown(rows: Sequence[HloRow]) -> str:
             f"{_f(r.verify_s)} | {r.extraction} | {_f(r.compile_ms_orig, 1)} | "
             f"{_f(r.compile_ms_opt, 1)} | "
             f"{_f(r.run_ms_orig, 3)} | {_f(r.run_ms_opt, 3)} | {_f(r.ratio, 3)} | "
-            f"{_f(r.aa, 3)} | {_f(r.predicted, 3)} | {r.max_rel_err:.1e} | |"
+            f"{_f(r.aa, 3)} | {_f(r.predicted, 3)} | {r.max_rel_err:.1e} | {_estimates(r)} |"
         )
     return "\n".join(lines)
+
+
+def _estimates(r: HloRow) -> str:
+    """The note on a prediction that holds roofline estimates (``""`` when none does)."""
+    return f"predicted with {r.estimated} roofline-estimated prices" if r.estimated else ""
 
 
 def _model_name(cfg: HloBenchConfig) -> str:

@@ -451,6 +451,8 @@ def _print_result(target: str, graph: Any, result: Any) -> None:
     if change:
         table.add_row("  change in operators run", change)
     table.add_row("predicted by", result.basis)
+    if st.get("pricing", {}).get("described"):
+        table.add_row("  priced as", st["pricing"]["described"])
     table.add_row("cost before (ms, predicted)", f"{result.cost_before * 1e3:.4f}")
     table.add_row("cost after (ms, predicted)", f"{result.cost_after * 1e3:.4f}")
     table.add_row(

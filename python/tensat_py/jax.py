@@ -90,11 +90,14 @@ class Optimized:
         return not self.result.fell_back
 
     def summary(self) -> str:
-        """One line: status, predicted speedup and what it is predicted by, verification."""
+        """One line: status, predicted speedup and what it is predicted by, verification;
+        the message when the input was kept or some prices are roofline estimates
+        (``stats["pricing"]``)."""
         r = self.result
         check = "not verified" if r.verify is None else f"verified: {r.verify.message}"
+        guessed = bool(r.stats.get("pricing", {}).get("estimated"))
         return f"{r.extraction_status}: {r.speedup:.3f}x predicted ({r.basis}); {check}" + (
-            f"; {r.message}" if r.fell_back and r.message else ""
+            f"; {r.message}" if (r.fell_back or guessed) and r.message else ""
         )
 
 

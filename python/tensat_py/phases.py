@@ -700,6 +700,13 @@ def result(run: Run, time_limit: float) -> OptimizeResult:
     phases = {k: run.budget.seconds.get(k, 0.0) for k in PHASES}
     phases.update(run.budget.seconds)
     stats = run.stats
+    message = run.message
+    pricing = getattr(run.model, "pricing", None)
+    if callable(pricing):  # a measured cost model: how its prices were made (xla)
+        made = pricing()
+        stats["pricing"] = made.to_json()
+        if made.note():
+            message = f"{message}; {made.note()}" if message else made.note()
     stats.update(
         verify_seconds=phases["verification"],
         total_seconds=total,
@@ -715,7 +722,7 @@ def result(run: Run, time_limit: float) -> OptimizeResult:
         extraction_status=run.status,
         stats=stats,
         verify=run.report,
-        message=run.message,
+        message=message,
         candidate=run.candidate,
         candidate_cost=run.candidate_cost,
         candidate_status=run.extraction.status,

@@ -80,7 +80,10 @@ class OptimizeResult:
             setup, exploration, extraction, refinement, verification, confirmation),
             ``extraction_message`` and, for a cost model that prices whole programs,
             ``refinement`` (:meth:`tensat_py.extract.refine.Refinement.stats`: trials,
-            e-classes switched back to the input's e-node, seconds, costs).
+            e-classes switched back to the input's e-node, seconds, costs); for a measured
+            cost model (``xla``), ``pricing``: how the programs were priced
+            (:class:`tensat_py.cost.provenance.Pricing`: whole or operator by operator,
+            and how many operator prices are roofline estimates, not measurements).
         verify: the candidate's own verification report (float64, against the input), or
             ``None`` when verification is off. ``verify.passed`` is false exactly when the
             status is ``"fallback-unverified"``.

@@ -137,6 +137,7 @@ from tensat_py.cost.profile import (
     signature,
     time_callable,
 )
+from tensat_py.cost.provenance import Pricing
 from tensat_py.cost.residency import (
     BandwidthCurve,
     ColdWeights,
@@ -893,6 +894,8 @@ class XlaCostModel(ColdWeights, OpCostModel):
         self._paired: bool | None = None  # regions priced after their producers (idem)
         self.measured = 0  # new measurements made by this object
         self.estimated = 0  # figures estimated past the measuring deadline
+        self.estimated_operators = 0  # operator prices (costs()) that used an estimate
+        self._pricing = Pricing()  # how this optimisation's programs were priced
 
     def __repr__(self) -> str:
         return f"XlaCostModel(device='cpu', fingerprint={self.fingerprint!r})"
@@ -927,17 +930,36 @@ class XlaCostModel(ColdWeights, OpCostModel):
                     )
                 except Exception:  # an operator without an HLO form: priced node by node
                     text = None
+                why = "a program without an HLO form"
                 if text is not None:
                     try:
                         cost = self.program_seconds(
                             text, first=self._whole is None, first_weight=first_weight
                         )
                         self._whole = True
+                        self._pricing.whole += 1
                         return cost
-                    except ValueError:
-                        pass
-                self._whole = False  # one program priced node by node: every program is
-            return OpCostModel.graph_cost(self, graph)
+                    except ValueError as e:
+                        why = (str(e).strip().splitlines() or [""])[0].removeprefix("xla: ")[:160]
+                if self._whole is None:
+                    self._pricing.why = why
+                # One program priced node by node: every program of this optimisation
+                # is, so that the input's and the candidate's prices compare.
+                self._whole = False
+            elif not self.programs:
+                self._pricing.why = "whole-program pricing off"
+            before = self.estimated_operators
+            cost = OpCostModel.graph_cost(self, graph)
+            self._pricing.by_operator += 1
+            self._pricing.estimated += self.estimated_operators - before
+            return cost
+
+    def pricing(self) -> Pricing:
+        """How the programs priced since :meth:`measure_until` (one optimisation) were
+        priced: whole or operator by operator, and how many operator prices were roofline
+        estimates (:class:`~tensat_py.cost.provenance.Pricing`; :func:`tensat_py.optimize`
+        reports it as ``stats["pricing"]``)."""
+        return self._pricing
 
     def costs_for_export(self, export: Mapping[str, Any]) -> list[float]:
         """See :meth:`tensat_py.cost.base.OpCostModel.costs_for_export`; cold weights when
@@ -1271,6 +1293,7 @@ class XlaCostModel(ColdWeights, OpCostModel):
         self._deadline = deadline
         self._whole = None
         self._paired = None
+        self._pricing = Pricing()
 
     # ------------------------------------------------------------------ figures
     def _fetch(self, sigs: Sequence[str]) -> None:
@@ -1677,7 +1700,12 @@ class XlaCostModel(ColdWeights, OpCostModel):
                 self._take(job, i, len(new))
             except ValueError:
                 continue  # an operator XLA cannot run alone: estimated when priced
-        return self.cold_weights_adjust([self.cost(c) for c in ctxs], ctxs)
+        prices = []
+        for c in ctxs:
+            before = self.estimated
+            prices.append(self.cost(c))
+            self.estimated_operators += self.estimated > before
+        return self.cold_weights_adjust(prices, ctxs)
 
 
 def _is_pair(t: Any) -> bool:

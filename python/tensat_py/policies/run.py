@@ -33,14 +33,17 @@ __all__ = ["optimize_with_policy", "astar_graph"]
 
 
 def _resolve(graph: Graph, kw: Mapping[str, Any]) -> tuple[Any, Any]:
-    from tensat_py.cost import get_cost_model
+    """The rules and the cost model the policy searches with: those the pipeline resolves
+    for ``graph`` (the front end's, on the front end's device: ``xla`` for HLO on the
+    CPU), so that the policy's costs and the default pipeline's compare."""
     from tensat_py.frontends import defaults_for
+    from tensat_py.pipeline import _resolve_cost_model, _resolve_device
     from tensat_py.rule_files import load_rules
 
     fe = defaults_for(graph)
     rules = kw.get("rules") or (fe.default_rules if fe is not None else "taso")
-    cm = kw.get("cost_model") or (fe.default_cost_model if fe is not None else "roofline")
-    return load_rules(rules), get_cost_model(cm, kw.get("device", "t4"))
+    device = _resolve_device(graph, kw.get("device"))
+    return load_rules(rules), _resolve_cost_model(graph, kw.get("cost_model"), device)
 
 
 def astar_graph(
