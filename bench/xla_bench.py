@@ -72,7 +72,7 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
     from dataclasses import asdict
 
     import tensat_py
-    from tensat_py.bench_hlo import HloRow, _rel_err
+    from tensat_py.bench_hlo import HloRow, _estimated, _rel_err
     from tensat_py.frontends.hlo import dumps, entry_leaves
     from tensat_py.runtime import numpy_exec, timing
     from tensat_py.runtime.protocol import XlaCpu, _xla_runnable, weight_positions
@@ -95,7 +95,7 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
         row.extraction = res.extraction_status
         row.predicted = res.cost_before / res.cost_after if res.cost_after else math.nan
         row.cost_model = f"{res.cost_model}/{res.device}"
-        row.estimated = int(res.stats.get("pricing", {}).get("estimated", 0))
+        row.estimated = _estimated(res.stats)
         row.verify_runner = res.verify.runner if res.verify else ""
         feeds = numpy_exec.random_feeds(g, seed=1)
         runs = []
@@ -187,7 +187,7 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
         "noise). Both are measured; only `predicted` is a prediction. `(N est.)` after a "
         "prediction: N of the operator prices it sums are roofline `cpu` estimates, not "
         "measurements (the xla cost model priced the programs operator by operator, past "
-        "its measuring deadline).",
+        "its measuring deadline or for operators XLA cannot run alone).",
         "",
         *lines,
         "",

@@ -276,6 +276,22 @@ def test_pricing_says_how_the_programs_were_priced(quick) -> None:
     late.measure_until(None)  # a new optimisation starts a new account
     assert late.pricing() == type(p)()
 
+    # An opaque operator (a sort kept as it is) cannot run alone: its price is a roofline
+    # estimate that no measurement replaces, counted apart and not blamed on the deadline.
+    sort = (
+        "HloModule s\n\nless {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+        "  ROOT lt = pred[] compare(a, b), direction=LT\n}\n\nENTRY main {\n"
+        "  x = f32[8,16]{1,0} parameter(0)\n"
+        "  s = f32[8,16]{1,0} sort(x), dimensions={1}, to_apply=less\n"
+        "  c = f32[] constant(2)\n  b = f32[8,16]{1,0} broadcast(c), dimensions={}\n"
+        "  ROOT m = f32[8,16]{1,0} multiply(s, b)\n}\n"
+    )
+    by_op = xla.XlaCostModel(programs=False)
+    by_op.measure_until(None)
+    by_op.graph_cost(loads(sort))
+    p = by_op.pricing()
+    assert (p.unmeasurable, p.estimated, p.note()) == (1, 0, "") and "cannot run" in p.describe()
+
 
 def test_optimize_says_when_its_prices_are_roofline_estimates(quick, monkeypatch) -> None:
     """With no time to measure, the xla model's prices are roofline estimates: the result
@@ -487,3 +503,20 @@ def test_the_astar_policy_searches_hlo_with_the_pipeline_s_cost_model(quick, mon
     monkeypatch.setattr(run, "astar_graph", spy)
     res = tensat_py.optimize(loads(SMALL_HLO), policy="astar", confirm=False, time_limit=30)
     assert seen == [("xla", "cpu")] and (res.cost_model, res.device) == ("xla", "cpu")
+
+
+def test_a_top_k_module_is_priced_whole(quick) -> None:
+    """XLA CPU runs top-k as a TopK custom call whose comparator it names in
+    ``called_computations`` and prints with element-type bitcasts: its region must carry
+    the comparator and compile again, or the program is priced operator by operator
+    (EfficientNet's classifier head was, with the roofline's estimate for its sort)."""
+    from tensat_py.frontends.hlo import loads
+
+    text = (
+        "HloModule topk\n\nENTRY main {\n  x = f32[64,256]{1,0} parameter(0)\n"
+        "  ROOT t = (f32[64,5]{1,0}, s32[64,5]{1,0}) topk(x), k=5, largest=true\n}\n"
+    )
+    model = xla.XlaCostModel()
+    model.measure_until(None)
+    assert model.graph_cost(loads(text)) > 0
+    assert (model.pricing().whole, model.pricing().by_operator) == (1, 0), model.pricing()

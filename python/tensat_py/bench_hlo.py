@@ -74,7 +74,8 @@ class HloRow:
     #: ``name/device`` of the cost model that chose the program.
     cost_model: str = ""
     #: Operator prices in ``predicted`` that are roofline estimates, not measurements
-    #: (the ``xla`` model past its measuring deadline: ``stats["pricing"]``).
+    #: (the ``xla`` model past its measuring deadline, or for operators XLA cannot run
+    #: alone: ``stats["pricing"]``).
     estimated: int = 0
 
 
@@ -160,7 +161,7 @@ def bench_module(
         row.extraction = result.extraction_status
         row.predicted = result.cost_before / result.cost_after if result.cost_after else math.nan
         row.cost_model = f"{result.cost_model}/{result.device}"
-        row.estimated = int(result.stats.get("pricing", {}).get("estimated", 0))
+        row.estimated = _estimated(result.stats)
         row.verify_runner = result.verify.runner if result.verify else ""
         original = print_module(parse_file(path))
         optimised = dumps(result.graph)
@@ -304,6 +305,13 @@ def markdown(rows: Sequence[HloRow]) -> str:
             f"{_f(r.aa, 3)} | {_f(r.predicted, 3)} | {r.max_rel_err:.1e} | {_estimates(r)} |"
         )
     return "\n".join(lines)
+
+
+def _estimated(stats: dict[str, Any]) -> int:
+    """Roofline estimates among a result's operator prices (``stats["pricing"]``: past
+    the measuring deadline, or for operators XLA cannot run alone); 0 when it has none."""
+    pricing = stats.get("pricing", {})
+    return int(pricing.get("estimated", 0)) + int(pricing.get("unmeasurable", 0))
 
 
 def _estimates(r: HloRow) -> str:

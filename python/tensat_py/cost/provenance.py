@@ -24,8 +24,11 @@ class Pricing:
         whole: programs priced whole, as the runtime compiles them, each region measured.
         by_operator: programs priced as the sum of their operators' prices.
         estimated: operator prices among those of ``by_operator`` programs that are
-            roofline ``cpu`` estimates (a figure missing past the measuring deadline, or
-            an operator the runtime cannot run alone), not measurements.
+            roofline ``cpu`` estimates, not measurements, because a figure was missing
+            past the measuring deadline (``tensat profile`` can measure it ahead).
+        unmeasurable: operator prices among them that are roofline ``cpu`` estimates
+            because the runtime cannot run the operator alone (an opaque operator kept
+            as it is, such as a ``sort``): no measurement can replace them.
         why: why programs were priced operator by operator (``""`` when none were).
 
     >>> p = Pricing(by_operator=2, estimated=3, why="412 regions to measure before the deadline")
@@ -40,6 +43,7 @@ class Pricing:
     whole: int = 0
     by_operator: int = 0
     estimated: int = 0
+    unmeasurable: int = 0
     why: str = ""
 
     def describe(self) -> str:
@@ -47,12 +51,19 @@ class Pricing:
         if not self.by_operator:
             return "whole programs: each region XLA compiles measured" if self.whole else ""
         where = f"operator by operator ({self.why})" if self.why else "operator by operator"
+        parts = [where]
         if self.estimated:
-            return (
-                f"{where}; {self.estimated} operator prices estimated with the roofline cpu "
-                "preset, not measured"
+            parts.append(
+                f"{self.estimated} operator prices estimated with the roofline cpu preset, "
+                "not measured"
             )
-        return f"{where}; every operator price measured"
+        if self.unmeasurable:
+            parts.append(
+                f"{self.unmeasurable} roofline cpu estimates for operators XLA cannot run alone"
+            )
+        if len(parts) == 1:
+            parts.append("every operator price measured")
+        return "; ".join(parts)
 
     def note(self) -> str:
         """A sentence for the result's message when some prices were estimated, with how to
@@ -66,5 +77,5 @@ class Pricing:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """``{"whole", "by_operator", "estimated", "why", "described"}``."""
+        """``{"whole", "by_operator", "estimated", "unmeasurable", "why", "described"}``."""
         return {**asdict(self), "described": self.describe()}

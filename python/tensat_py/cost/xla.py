@@ -625,8 +625,6 @@ def _plain_context(ctx: ops.OpContext) -> ops.OpContext:
 _FREE_OPCODES = frozenset(
     {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all"}
 )
-#: Attributes of an instruction that name a computation it calls.
-_CALLS = ("calls", "to_apply", "body", "condition", "branch_computations")
 
 
 def region_module(module: Any, ins: Any) -> str:
@@ -642,7 +640,7 @@ def region_module(module: Any, ins: Any) -> str:
 
     comps = {c.name: c for c in module.computations}
     if ins.opcode == "fusion":
-        body = comps[str(ins.attr("calls")).lstrip("%")]
+        body = _reparsable(comps[str(ins.attr("calls")).lstrip("%")])
         entry = dataclasses.replace(body, name="region", entry=True)
     else:
         params = _Parameters(module, ins.name)
@@ -684,13 +682,17 @@ class _Parameters:
 
 def _called(comps: Mapping[str, Any], entry: Any) -> list[Any]:
     """The computations ``entry`` calls, directly or not, in the order first reached,
-    from ``comps`` (``{name: computation}``; XLA's parser takes them in any order)."""
+    from ``comps`` (``{name: computation}``; XLA's parser takes them in any order): every
+    attribute of :data:`~tensat_py.frontends.hlo.ir.COMPUTATION_ATTRS` (a custom call's
+    ``called_computations`` too: XLA CPU's TopK calls its comparator so)."""
+    from tensat_py.frontends.hlo.ir import COMPUTATION_ATTRS
+
     called: list[str] = []
 
     def visit(comp: Any) -> None:
         for i in comp.instructions:
             for key, value in i.attrs:
-                if key in _CALLS:
+                if key in COMPUTATION_ATTRS:
                     for name in value.strip("{}").split(","):
                         name = name.strip().lstrip("%")
                         if name and name not in called:
@@ -698,7 +700,30 @@ def _called(comps: Mapping[str, Any], entry: Any) -> list[Any]:
                             visit(comps[name])
 
     visit(entry)
-    return [comps[n] for n in called]
+    return [_reparsable(comps[n]) for n in called]
+
+
+def _reparsable(comp: Any) -> Any:
+    """``comp`` with every ``bitcast`` that changes the element type written as
+    ``bitcast-convert`` (the same bits, read as the other type): XLA's optimised modules
+    print so a sort comparator's total order on floats (``s32[] bitcast(f32[] x)``, as
+    in the TopK call XLA CPU makes of a sort and slice), which XLA's parser rejects when
+    the module is compiled again."""
+    from tensat_py.frontends.hlo.ir import ArrayShape
+
+    by = comp.by_name()
+    out, changed = [], False
+    for ins in comp.instructions:
+        src = by.get(ins.operands[0]) if ins.opcode == "bitcast" and ins.operands else None
+        if (
+            src is not None
+            and isinstance(src.shape, ArrayShape)
+            and isinstance(ins.shape, ArrayShape)
+            and src.shape.etype != ins.shape.etype
+        ):
+            ins, changed = dataclasses.replace(ins, opcode="bitcast-convert"), True
+        out.append(ins)
+    return dataclasses.replace(comp, instructions=out) if changed else comp
 
 
 def region_kind(ins: Any) -> tuple[str, str | None]:
@@ -894,7 +919,9 @@ class XlaCostModel(ColdWeights, OpCostModel):
         self._paired: bool | None = None  # regions priced after their producers (idem)
         self.measured = 0  # new measurements made by this object
         self.estimated = 0  # figures estimated past the measuring deadline
+        self.unmeasurable = 0  # figures estimated for operators XLA cannot run alone
         self.estimated_operators = 0  # operator prices (costs()) that used an estimate
+        self.unmeasurable_operators = 0  # ... of an operator XLA cannot run alone
         self._pricing = Pricing()  # how this optimisation's programs were priced
 
     def __repr__(self) -> str:
@@ -948,10 +975,11 @@ class XlaCostModel(ColdWeights, OpCostModel):
                 self._whole = False
             elif not self.programs:
                 self._pricing.why = "whole-program pricing off"
-            before = self.estimated_operators
+            before = self.estimated_operators, self.unmeasurable_operators
             cost = OpCostModel.graph_cost(self, graph)
             self._pricing.by_operator += 1
-            self._pricing.estimated += self.estimated_operators - before
+            self._pricing.estimated += self.estimated_operators - before[0]
+            self._pricing.unmeasurable += self.unmeasurable_operators - before[1]
             return cost
 
     def pricing(self) -> Pricing:
@@ -1518,8 +1546,10 @@ class XlaCostModel(ColdWeights, OpCostModel):
             t = self._take(job)
         except ValueError:
             t = None
+            self.unmeasurable += 1
+        else:
+            self.estimated += t is None
         if t is None:
-            self.estimated += 1
             try:
                 flops, nbytes = ops.get(ctx.op).cost(ctx)
             except Exception:
@@ -1702,9 +1732,12 @@ class XlaCostModel(ColdWeights, OpCostModel):
                 continue  # an operator XLA cannot run alone: estimated when priced
         prices = []
         for c in ctxs:
-            before = self.estimated
+            before = self.estimated, self.unmeasurable
             prices.append(self.cost(c))
-            self.estimated_operators += self.estimated > before
+            if self.unmeasurable > before[1]:
+                self.unmeasurable_operators += 1
+            elif self.estimated > before[0]:
+                self.estimated_operators += 1
         return self.cold_weights_adjust(prices, ctxs)
 
 
