@@ -746,3 +746,27 @@ def test_time_callable_starts_no_run_past_its_deadline() -> None:
     assert all(t < deadline for t in calls)
     with pytest.raises(TimeoutError):
         time_callable(slow, warmup=0, deadline=time.monotonic() - 1.0)
+
+
+def test_time_callable_runs_a_long_work_fewer_times() -> None:
+    """A work that takes long stops warming up once the warm-up took ``long_seconds`` and
+    is timed LONG_REPS times once they took that long, below ``min_reps``; a short work
+    still gets every warm-up and ``min_reps`` timed calls."""
+    import time
+
+    from tensat_py.cost.profile import LONG_REPS, time_callable
+
+    calls = []
+
+    def work(seconds: float):
+        def run() -> None:
+            calls.append(seconds)
+            time.sleep(seconds)
+
+        return run
+
+    m = time_callable(work(0.03), warmup=4, min_reps=7, max_reps=7, long_seconds=0.05)
+    assert m.reps == LONG_REPS == 3 and len(calls) == 2 + 3  # two warm-ups passed 0.05 s
+    calls.clear()
+    m = time_callable(work(0.0), warmup=4, min_reps=7, max_reps=7, long_seconds=0.05)
+    assert m.reps == 7 and len(calls) == 4 + 7

@@ -520,3 +520,24 @@ def test_a_top_k_module_is_priced_whole(quick) -> None:
     model.measure_until(None)
     assert model.graph_cost(loads(text)) > 0
     assert (model.pricing().whole, model.pricing().by_operator) == (1, 0), model.pricing()
+
+
+def test_a_long_region_is_tried_once(quick, monkeypatch) -> None:
+    """A region whose first try's timed calls took LONG_REGION_SECONDS is not measured
+    again in later rounds (EfficientNet's convolution regions take about a second a call);
+    a short one still gets REGION_TRIES tries."""
+    from tensat_py.cost.profile import Measurement
+
+    calls: list[str] = []
+
+    def time_module(self, text, args, deadline=None):
+        calls.append(_which(text))
+        t = 0.4 if calls[-1] == "dot" else 1e-4  # the dot: 3 calls of 0.4 s, 1.2 s
+        return Measurement(t, 0.0, 3, t)
+
+    monkeypatch.setattr(xla.XlaBackend, "time_module", time_module)
+    monkeypatch.setattr(xla.XlaCostModel, "overhead", lambda self: 0.0)
+    monkeypatch.setattr(xla.XlaCostModel, "dispatch", lambda self: 0.0)
+    xla.XlaCostModel().program_seconds(SMALL_HLO)
+    assert calls.count("dot") == 1
+    assert calls.count("fusion") == calls.count("pair") == xla.REGION_TRIES

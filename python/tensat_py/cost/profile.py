@@ -270,6 +270,10 @@ class CudaEventTimer:
         return self._cp.cuda.get_elapsed_time(self._start, self._end) / 1e3
 
 
+#: Fewest timed calls of a work that takes long (``time_callable``'s ``long_seconds``).
+LONG_REPS = 3
+
+
 def time_callable(
     fn: Callable[[], Any],
     *,
@@ -279,6 +283,7 @@ def time_callable(
     max_reps: int = 50,
     target_seconds: float = 0.05,
     deadline: float | None = None,
+    long_seconds: float | None = None,
 ) -> Measurement:
     """Median and spread of ``fn``'s run time.
 
@@ -293,6 +298,11 @@ def time_callable(
             measurement then ends with the timed calls made so far, fewer than
             ``min_reps``; a work that takes seconds a call (a large convolution) is not
             run ``warmup + min_reps`` times past a measuring budget.
+        long_seconds: for a work that takes long (None: no limit): no more warm-up calls
+            once those made took this long, and no more timed calls once
+            :data:`LONG_REPS` of them took this long, even below ``min_reps`` (a call of
+            EfficientNet's largest convolution region takes about a second; 9 of them,
+            in each of 5 tries, took ``tensat profile`` past 40 minutes).
 
     Raises:
         ValueError: ``min_reps < 1`` or ``max_reps < min_reps``.
@@ -307,13 +317,16 @@ def time_callable(
     def late() -> bool:
         return deadline is not None and time.monotonic() >= deadline
 
+    warm = time.perf_counter()
     for _ in range(warmup):
-        if late():
+        if late() or (long_seconds is not None and time.perf_counter() - warm >= long_seconds):
             break
         fn()
     times: list[float] = []
     spent = 0.0
     while len(times) < max_reps and (len(times) < min_reps or spent < target_seconds):
+        if long_seconds is not None and len(times) >= LONG_REPS and spent >= long_seconds:
+            break
         if late():
             if not times:
                 raise TimeoutError("time_callable: the deadline passed before a timed call")

@@ -219,7 +219,13 @@ ELEMENTS = 1 << 16
 #: Default extra copies in the longer chain.
 CHAIN = 8
 #: Default timing of each measurement (:func:`tensat_py.cost.profile.time_callable`).
-TIMING: dict[str, Any] = {"warmup": 2, "min_reps": 7, "max_reps": 200, "target_seconds": 0.03}
+TIMING: dict[str, Any] = {
+    "warmup": 2,
+    "min_reps": 7,
+    "max_reps": 200,
+    "target_seconds": 0.03,
+    "long_seconds": 1.0,
+}
 #: Weight bytes from which a program's weights are priced cold (the bandwidth measured
 #: over its weight set, :meth:`XlaCostModel.bandwidth`); below it they are taken to stay
 #: in the caches between runs (8 MiB: this machine's L2 is 2 MiB per core).
@@ -310,6 +316,11 @@ COLD_TRIES = 3
 #: against 0.023, jax_linear_attention 0.070 against 0.050, jax_lora_dense 0.041 against
 #: 0.041 (the median of 7: 0.027, 0.054, 0.038); pricing took 1.5 times as long.
 REGION_TRIES = 5
+#: Seconds of timed calls from which a region's first try is its figure: it is not
+#: measured again in later rounds (:meth:`XlaCostModel._measure_regions`). A try that long
+#: averages a burst of load away by itself, and EfficientNet's convolution regions, about
+#: a second a call, would otherwise be run dozens of times each.
+LONG_REGION_SECONDS = 1.0
 #: The figure stored for a pair module (:func:`pair_module`) that XLA compiles into other
 #: regions than its producer and consumer (it fused them, or added a region), or could not
 #: run: the consumer is priced alone.
@@ -449,12 +460,14 @@ class XlaBackend:
         min_reps: int = 7,
         max_reps: int = 200,
         target_seconds: float = 0.03,
+        long_seconds: float | None = 1.0,
     ) -> None:
         self.timing = {
             "warmup": warmup,
             "min_reps": min_reps,
             "max_reps": max_reps,
             "target_seconds": target_seconds,
+            "long_seconds": long_seconds,
         }
 
     def info(self) -> dict[str, Any]:
@@ -858,9 +871,9 @@ class XlaCostModel(ColdWeights, OpCostModel):
         programs: price a whole program (:meth:`graph_cost`) as XLA compiles it, region
             by region (:meth:`program_seconds`), rather than as the sum of its
             operators' prices (default True).
-        timing: ``warmup``, ``min_reps``, ``max_reps``, ``target_seconds`` of each
-            measurement (:func:`tensat_py.cost.profile.time_callable`; defaults
-            :data:`TIMING`).
+        timing: ``warmup``, ``min_reps``, ``max_reps``, ``target_seconds``,
+            ``long_seconds`` of each measurement
+            (:func:`tensat_py.cost.profile.time_callable`; defaults :data:`TIMING`).
 
     Raises:
         ValueError: a device other than ``"cpu"``; ``elements`` or ``chain`` below 1; an
@@ -1238,6 +1251,9 @@ class XlaCostModel(ColdWeights, OpCostModel):
         try:
             for k in range(REGION_TRIES):
                 for j in todo:
+                    ms = runs[j.signature]
+                    if ms and ms[0].median * ms[0].reps >= LONG_REGION_SECONDS:
+                        continue  # a long first try is the figure (LONG_REGION_SECONDS)
                     try:
                         # A region can take far longer than REGION_SECONDS (a large
                         # convolution): the input's regions stop at the deadline, before
