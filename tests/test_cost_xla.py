@@ -541,3 +541,32 @@ def test_a_long_region_is_tried_once(quick, monkeypatch) -> None:
     xla.XlaCostModel().program_seconds(SMALL_HLO)
     assert calls.count("dot") == 1
     assert calls.count("fusion") == calls.count("pair") == xla.REGION_TRIES
+
+
+def test_the_decision_compares_prices_made_the_same_way() -> None:
+    """When the input was priced whole and a later program only operator by operator
+    (EfficientNet: a region piece without an HLO form), the input and the candidate are
+    priced again, the same way, before they are compared (87.6 s whole against 109.9 s by
+    operator for the same program, before)."""
+    from types import SimpleNamespace
+
+    from tensat_py import phases
+    from tensat_py.cost.provenance import Pricing
+
+    class Model:
+        made = Pricing(whole=1, by_operator=1)
+
+        def pricing(self):
+            return self.made
+
+        def graph_cost(self, g):
+            return {"input": 3.0, "candidate": 2.5}[g]
+
+    run = SimpleNamespace(
+        model=Model(), graph="input", candidate="candidate", cost_before=1.0, candidate_cost=2.5
+    )
+    phases._same_pricing(run)
+    assert (run.cost_before, run.candidate_cost) == (3.0, 2.5)
+    run.model.made, run.cost_before = Pricing(whole=2), 1.0  # both whole: left as they are
+    phases._same_pricing(run)
+    assert run.cost_before == 1.0

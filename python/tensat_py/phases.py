@@ -561,8 +561,21 @@ def decide(run: Run) -> None:
         _decide(run)
 
 
+def _same_pricing(run: Run) -> None:
+    """Prices the input and the candidate again when the cost model priced one of them
+    whole and then fell back to operator-by-operator prices (a later program could not be
+    priced whole): the two prices compared are then made the same way."""
+    pricing = getattr(run.model, "pricing", None)
+    made = pricing() if callable(pricing) else None
+    if made is not None and made.whole and made.by_operator:
+        assert run.candidate is not None
+        run.cost_before = run.model.graph_cost(run.graph)
+        run.candidate_cost = run.model.graph_cost(run.candidate)
+
+
 def _decide(run: Run) -> None:
     assert run.candidate is not None and run.extraction is not None
+    _same_pricing(run)
     found, graph, cost = run.extraction, run.graph, run.candidate_cost
     run.status, run.message = found.status, found.message
     run.best, run.cost_after = run.candidate, cost

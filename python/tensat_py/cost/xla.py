@@ -981,7 +981,7 @@ class XlaCostModel(ColdWeights, OpCostModel):
                         return cost
                     except ValueError as e:
                         why = (str(e).strip().splitlines() or [""])[0].removeprefix("xla: ")[:160]
-                if self._whole is None:
+                if not self._pricing.why:
                     self._pricing.why = why
                 # One program priced node by node: every program of this optimisation
                 # is, so that the input's and the candidate's prices compare.
