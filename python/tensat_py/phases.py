@@ -561,12 +561,18 @@ def decide(run: Run) -> None:
         _decide(run)
 
 
+def _pricing(run: Run) -> Any:
+    """How a measured cost model (``xla``) made this run's prices
+    (:class:`tensat_py.cost.provenance.Pricing`), or None for a model that does not say."""
+    pricing = getattr(run.model, "pricing", None)
+    return pricing() if callable(pricing) else None
+
+
 def _same_pricing(run: Run) -> None:
     """Prices the input and the candidate again when the cost model priced one of them
     whole and then fell back to operator-by-operator prices (a later program could not be
     priced whole): the two prices compared are then made the same way."""
-    pricing = getattr(run.model, "pricing", None)
-    made = pricing() if callable(pricing) else None
+    made = _pricing(run)
     if made is not None and made.whole and made.by_operator:
         assert run.candidate is not None
         run.cost_before = run.model.graph_cost(run.graph)
@@ -714,9 +720,8 @@ def result(run: Run, time_limit: float) -> OptimizeResult:
     phases.update(run.budget.seconds)
     stats = run.stats
     message = run.message
-    pricing = getattr(run.model, "pricing", None)
-    if callable(pricing):  # a measured cost model: how its prices were made (xla)
-        made = pricing()
+    made = _pricing(run)
+    if made is not None:
         stats["pricing"] = made.to_json()
         if made.note():
             message = f"{message}; {made.note()}" if message else made.note()
