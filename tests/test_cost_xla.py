@@ -429,6 +429,29 @@ def test_a_region_is_priced_after_its_producer(quick, monkeypatch) -> None:
     assert xla.XlaCostModel(db=db).program_seconds(SMALL_HLO) == pytest.approx(3e-4)
 
 
+def test_a_region_after_a_much_longer_producer_keeps_its_figure_alone(quick, monkeypatch) -> None:
+    """The pair less the producer is read only where it differs from the region alone by
+    more than the producer's noise (PAIR_NOISE of it): after a 10 ms dot, a 0.2 ms fusion
+    whose pair less the dot says 0.1 ms keeps its 0.2 ms (jax_gcn_layer's 0.2 ms dot after
+    its 11 ms dot came out 0 ms)."""
+    from tensat_py.cost.profile import Measurement
+
+    base = {"dot": 1e-2, "fusion": 2e-4, "pair": 1e-2 + 1e-4}
+
+    def time_module(self, text, args, deadline=None):
+        t = base[_which(text)]
+        return Measurement(t, 0.0, 1, t)
+
+    monkeypatch.setattr(xla.XlaBackend, "time_module", time_module)
+    monkeypatch.setattr(xla.XlaCostModel, "overhead", lambda self: 0.0)
+    monkeypatch.setattr(xla.XlaCostModel, "dispatch", lambda self: 0.0)
+    assert xla.XlaCostModel().program_seconds(SMALL_HLO) == pytest.approx(1e-2 + 2e-4)
+    # a difference past the producer's noise is read
+    base["pair"] = 1e-2 + 1e-3
+    db = ProfileDatabase(str(quick / "other.sqlite"))
+    assert xla.XlaCostModel(db=db).program_seconds(SMALL_HLO) == pytest.approx(1e-2 + 1e-3)
+
+
 def test_a_pair_module_runs_the_producer_then_the_consumer(quick) -> None:
     """The pair of SMALL_HLO's dot and the fusion after it: XLA compiles it into the same
     two regions, the dot's result is not an output; expected regions that differ give

@@ -139,6 +139,21 @@ def fake_clock(cache, monkeypatch):
 
     monkeypatch.setattr(xla.XlaBackend, "time_module", time_module)
 
+    def time_cycled(self, text, arg_sets, deadline=None):
+        # one call over every set: each set's made-up time, with the weights of all the
+        # sets counted together (together they pass the "cache")
+        xla_exec.compile_text(text)
+        per = 1e-8 if sum(a.nbytes for args in arg_sets for a in args) > 64 << 10 else 1e-9
+        body = text.split("ENTRY", 1)[1]
+        t = 0.0
+        for args in arg_sets:
+            elements = sum(a.size for a in args)
+            instructions = len(re.findall(r"= [a-z0-9]+\[", body)) - len(args)
+            t += 5e-6 + per * elements + 1e-11 * instructions * max(elements, 1)
+        return Measurement(t, 0.0, 1, t)
+
+    monkeypatch.setattr(xla.XlaBackend, "time_cycled", time_cycled)
+
 
 def test_weight_only_operators_cost_nothing_in_a_whole_program(fake_clock) -> None:
     """The merged program is priced with its concatenation of weights made once: as the
@@ -191,9 +206,9 @@ def test_weights_beyond_the_cache_are_priced_cold(fake_clock, monkeypatch) -> No
     hot.cold_weights = False
     c, h = cold.graph_cost(g), hot.graph_cost(g)
     assert c > 3 * h, (c, h)
-    # ... from copies side by side, each with weights of its own, not from a floor
+    # ... from copies solo and side by side, each with weights of its own, not from a floor
     ops_measured = {r.op for r in cold.db.records(cold.fingerprint)}
-    assert {"xla:cold-region", "__xla_stream__"} <= ops_measured, ops_measured
+    assert {"xla:cold-region", "xla:solo-region", "__xla_stream__"} <= ops_measured, ops_measured
     # node by node too: the dot's figure is the cold measurement
     by_node = xla.XlaCostModel(programs=False)
     by_node_hot = xla.XlaCostModel(programs=False)
@@ -222,3 +237,46 @@ def test_a_split_of_weights_is_weight_only_and_frozen() -> None:
     assert [n.op for n in frozen.nodes if n.op not in ("input", "weight")] == ["matmul"]
     ref = numpy_exec.run(g, numpy_exec.random_feeds(g, seed=0))[0]
     np.testing.assert_allclose(numpy_exec.run(frozen, feeds)[0], ref, rtol=1e-6)
+
+
+def _dots(n: int, k: int = 64) -> Graph:
+    """``n`` independent dots ``x_i @ w_i``, each an output: regions XLA's thunk executor
+    can run side by side."""
+    b = GraphBuilder()
+    outs = [b.matmul(b.input((1, k), f"x{i}"), b.weight((k, k), f"w{i}")) for i in range(n)]
+    return b.finish(outs)
+
+
+def test_independent_cold_regions_are_priced_side_by_side_as_xla_runs_them(
+    cache, monkeypatch
+) -> None:
+    """Each dot measured cold takes 100 us solo (copies one after another) and 50 us a copy
+    side by side (two at a time on two cores): it keeps one core busy. Twelve such dots,
+    all ready at the start, run six on the calling thread and six on a worker (XLA's
+    executor splits a ready queue of more than eight), so the program costs six dots; eight
+    run one after another; on one core, twelve run one after another."""
+    monkeypatch.setattr(xla, "COLD_MIN_BYTES", 64 << 10)
+    monkeypatch.setattr(xla, "COLD_MAX_BYTES", 1 << 20)
+    monkeypatch.setattr(
+        xla, "TIMING", {"warmup": 1, "min_reps": 3, "max_reps": 6, "target_seconds": 0.001}
+    )
+    monkeypatch.setattr(xla.XlaCostModel, "overhead", lambda self: 0.0)
+    monkeypatch.setattr(xla.XlaCostModel, "dispatch", lambda self: 0.0)
+    solo, side = 1e-4, 5e-5
+
+    def time_module(self, text, args, deadline=None):
+        copies = len(re.findall(r" call\(", text.split("ENTRY", 1)[1]))
+        t = copies * side if copies else 1e-9 * sum(a.size for a in args)
+        return Measurement(t, 0.0, 1, t)
+
+    def time_cycled(self, text, arg_sets, deadline=None):
+        t = len(arg_sets) * xla.SOLO_COPIES * solo
+        return Measurement(t, 0.0, 1, t)
+
+    monkeypatch.setattr(xla.XlaBackend, "time_module", time_module)
+    monkeypatch.setattr(xla.XlaBackend, "time_cycled", time_cycled)
+    monkeypatch.setattr(xla, "machine_cores", lambda: 2)
+    assert xla.XlaCostModel().graph_cost(_dots(12)) == pytest.approx(6 * solo, rel=0.01)
+    assert xla.XlaCostModel().graph_cost(_dots(8)) == pytest.approx(8 * solo, rel=0.01)
+    monkeypatch.setattr(xla, "machine_cores", lambda: 1)
+    assert xla.XlaCostModel().graph_cost(_dots(12)) == pytest.approx(12 * solo, rel=0.01)

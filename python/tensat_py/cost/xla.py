@@ -62,7 +62,10 @@ text is compiled by XLA and each instruction of the optimised entry computation 
 fusion, a convolution, a copy) is run alone as a module of its own
 (:func:`region_module`), or after the region that makes its largest operand, the two as
 one module less that producer alone (:func:`pair_module`: an operand made just before is
-read from the cache), and summed, so the input's and the candidate's prices, which
+read from the cache), and the regions are replayed through XLA CPU's thunk executor
+(:mod:`tensat_py.cost.executor`: a program of at most 8 regions runs them in order, a
+larger one runs a burst of more than 8 ready regions on several threads), so the input's
+and the candidate's prices, which
 decide whether the candidate is kept, are those of the programs XLA runs (its algebraic
 simplifier, CSE and fusions included), while extraction is guided by the per-e-node
 prices above.
@@ -90,7 +93,10 @@ prices must hold, both measured on NasRNN (``bench/nasrnn_bound.md``):
   where streaming its weights is a fair share of its time (:data:`COLD_SHARE`), its
   figure is measured cold: copies of it side by side, each with weights of its own, that
   together read the program's weight set (:func:`replicated_module`,
-  :meth:`XlaCostModel._cold_count`). Where the cache does hold the weight set, those
+  :meth:`XlaCostModel._cold_count`); a program region so measured is measured solo too
+  (copies one after another, :meth:`XlaCostModel._solo_region_job`), its price in the
+  program, and the two say how many cores it keeps busy when XLA runs it beside others.
+  Where the cache does hold the weight set, those
   measurements run at cache speed and change nothing: whether weights are cold is what
   the measurement says, not a cache size read from the operating system (a virtual
   machine may report its host's: 480 MiB here).
@@ -126,6 +132,7 @@ import numpy as np
 from tensat_py import ops
 from tensat_py.cost.base import SHARED, OpCostModel, operand_flags
 from tensat_py.cost.database import ProfileDatabase, Record
+from tensat_py.cost.executor import SEQUENTIAL_BYTES, SEQUENTIAL_THUNKS, Thunk, makespan
 from tensat_py.cost.profile import (
     Measurement,
     _cpu_model,
@@ -161,6 +168,7 @@ __all__ = [
     "region_kind",
     "pair_module",
     "NO_PAIR",
+    "PAIR_NOISE",
     "chain_graph",
     "materialised",
     "ELEMENTS",
@@ -178,6 +186,9 @@ __all__ = [
     "replicated_module",
     "MAX_REPLICAS",
     "working_set",
+    "SOLO_COPIES",
+    "machine_cores",
+    "region_dependencies",
 ]
 
 #: The runtime named in the device fingerprint (never mixed with ``onnxruntime``'s).
@@ -325,10 +336,19 @@ LONG_REGION_SECONDS = 1.0
 #: regions than its producer and consumer (it fused them, or added a region), or could not
 #: run: the consumer is priced alone.
 NO_PAIR = -1.0
+#: The noise of a region's figure, as a share of it: a region's price after its producer
+#: (:func:`pair_module`) is the pair's figure less the producer's, and it replaces the
+#: region's figure alone only where the two differ by more than this share of the
+#: producer's figure (one try's lower quartile of a 7.4 ms dot varied by 6 %; see
+#: :data:`REGION_TRIES`).
+PAIR_NOISE = 0.05
 #: Share of a region's or operator's time run alone that streaming its weights must take
 #: before it is measured cold (copies side by side); below it, ``max(hot, bytes /
 #: bandwidth)``.
 COLD_SHARE = 0.25
+#: Copies of a region in its solo cold measurement (:meth:`XlaCostModel._solo_region_job`):
+#: as many as XLA CPU runs one after another in a module of its own.
+SOLO_COPIES = SEQUENTIAL_THUNKS
 #: Seconds the copies of one cold measurement take at most, run hot (a bound on how many).
 COLD_SECONDS = 0.05
 #: Most copies in a cold measurement (:func:`replicated_module`, :func:`replicated_graph`).
@@ -510,6 +530,42 @@ class XlaBackend:
         def call() -> None:
             for out in exe.execute_sharded(bufs).disassemble_into_single_device_arrays():
                 out[0].block_until_ready()
+
+        try:
+            call()
+        except Exception as e:  # jaxlib's runtime errors
+            raise ValueError(f"xla: the module failed to run: {e}") from None
+        return time_callable(call, **self.timing, deadline=deadline)
+
+    def time_cycled(
+        self, text: str, arg_sets: Sequence[Sequence[np.ndarray]], deadline: float | None = None
+    ) -> Measurement:
+        """Compile HLO ``text`` (cached by text) and time one call that runs it on each of
+        ``arg_sets`` in turn (each set put on the device once), each run waiting for its
+        results: a module cycled over weight sets of its own, so that together its runs
+        read more weights than the caches hold (:meth:`XlaCostModel._solo_region_job`).
+
+        Raises:
+            ValueError: no argument sets, XLA rejected the module or failed to run it.
+            TimeoutError: ``deadline`` passed before one timed call.
+        """
+        import jax
+
+        from tensat_py.runtime import xla_exec
+
+        if not arg_sets:
+            raise ValueError("xla: time_cycled needs at least one argument set")
+        try:
+            exe = xla_exec.compile_text(text)
+        except xla_exec.XlaError as e:
+            raise ValueError(f"xla: XLA rejected the module: {e}") from None
+        dev = jax.devices("cpu")[0]
+        placed = [[jax.device_put(np.asarray(a), dev) for a in args] for args in arg_sets]
+
+        def call() -> None:
+            for bufs in placed:
+                for out in exe.execute_sharded(bufs).disassemble_into_single_device_arrays():
+                    out[0].block_until_ready()
 
         try:
             call()
@@ -1069,7 +1125,13 @@ class XlaCostModel(ColdWeights, OpCostModel):
         own (:func:`region_module`; identical regions measured once, cached; the median
         of :data:`REGION_TRIES` measurements made in rounds over the program's regions,
         :meth:`_measure_regions`), less the call overhead, plus one kernel dispatch;
-        parameters, constants, tuples and bitcasts cost nothing.
+        parameters, constants, tuples and bitcasts cost nothing. The regions' figures are
+        replayed through XLA CPU's thunk executor (:func:`~tensat_py.cost.executor.makespan`
+        over :func:`region_dependencies`, on :func:`machine_cores` cores): in order for a
+        program of at most 8 regions (or whose buffers are all small), else independent
+        regions may overlap where their cold measurements say they leave cores free
+        (:meth:`_cold_region`); every other region keeps all cores busy, so such a
+        program costs the sum of its regions.
 
         A region that reads the result of another region directly is priced *after its
         producer*: the time of the pair of them run as one module (:func:`pair_module`:
@@ -1080,7 +1142,10 @@ class XlaCostModel(ColdWeights, OpCostModel):
         0.16 ms after the dot that makes ``a b``, and the input was priced 1.07 ms against
         0.77-0.95 ms measured. The producer is the largest such operand's; where XLA
         compiles the pair into other regions (it fuses the two, or adds a region), the
-        region is priced alone (:data:`NO_PAIR`). When measuring the pairs too would
+        region is priced alone (:data:`NO_PAIR`), and so is a region whose figure after its
+        producer differs from its figure alone by no more than :data:`PAIR_NOISE` of the
+        producer's (the difference is then the producer's noise: jax_gcn_layer's 0.20 ms
+        dot after its 11 ms dot came out 0 ms). When measuring the pairs too would
         overrun the deadline for the ``first`` program while its regions alone would not,
         no region of that optimisation is priced after its producer.
 
@@ -1138,24 +1203,60 @@ class XlaCostModel(ColdWeights, OpCostModel):
         overhead, dispatch = self.overhead(), self.dispatch()
         self._measure_regions([*jobs, *(j for _, j in pairs.values())], first)
         raws = [self._take(job, ignore_deadline=True) for job in jobs]
-        total = 0.0
+        cores = machine_cores()
+        deps = region_dependencies(optimised, regions)
+        thunks = []
         for k, (raw, (nbytes, region, held)) in enumerate(zip(raws, streamed, strict=True)):
             assert raw is not None
             alone = max(raw - overhead, 0.0)
             t = alone
+            demand = float(cores)  # alone, a region may keep every core busy
             if k in pairs:
                 producer, pjob = pairs[k]
                 both = self._take(pjob, ignore_deadline=True)
                 if both is not None and both != NO_PAIR:
-                    t = max(both - raws[producer], 0.0)  # one call overhead in each
+                    after = max(both - raws[producer], 0.0)  # one call overhead in each
+                    if abs(after - alone) > PAIR_NOISE * max(raws[producer] - overhead, 0.0):
+                        t = after
             if curve is not None and nbytes:
-                cold = self._cold_region_job(region, held, nbytes, alone, curve)
-                if cold is not None:
-                    c = self._take(cold, ignore_deadline=True)
-                    t = max(c + t - alone, 0.0) if c is not None else t
-                t = max(t, nbytes / curve(nbytes))
-            total += t + dispatch
-        return total
+                t, demand = self._cold_region(region, held, nbytes, alone, t, curve, cores)
+            thunks.append(Thunk(t + dispatch, deps[k], demand))
+        small = _all_small(optimised, regions)
+        return makespan(thunks, cores, sequential=small or len(thunks) <= SEQUENTIAL_THUNKS)
+
+    def _cold_region(
+        self,
+        region: str,
+        held: set[int],
+        nbytes: int,
+        alone: float,
+        t: float,
+        curve: BandwidthCurve,
+        cores: int,
+    ) -> tuple[float, float]:
+        """Seconds and core demand (:class:`~tensat_py.cost.executor.Thunk`) of a program
+        region that reads ``nbytes`` of weights (parameters ``held``) while the program's
+        weights are cold; ``alone`` its hot figure, ``t`` that figure after its producer.
+
+        Where streaming its weights is a fair share of its time (:meth:`_cold_count`), it
+        is measured cold twice: *solo* (:meth:`_solo_region_job`, copies run one after
+        another, as XLA runs a burst of regions made ready together) and *side by side*
+        (:meth:`_cold_region_job`, as XLA runs many independent regions). The solo figure
+        replaces the hot one, and the two give the cores it keeps busy: ``cores x side /
+        solo``, between 1 and ``cores`` (NasRNN's 1 x 512 by 512 x 512 dot: 80 us solo,
+        49 us a copy side by side on 2 cores, so 1.2 cores: two run side by side at
+        about 1.7 times one's pace, not twice). Otherwise ``max(t, bytes / bandwidth)``
+        on every core."""
+        cold = self._cold_region_job(region, held, nbytes, alone, curve)
+        if cold is not None:
+            side = self._take(cold, ignore_deadline=True)
+            solo = self._take(self._solo_region_job(region, held, nbytes), ignore_deadline=True)
+            if side is not None and solo is not None and solo > 0:
+                demand = min(max(cores * side / solo, 1.0), float(cores))
+                return max(solo + t - alone, 0.0), demand
+            if side is not None:
+                t = max(side + t - alone, 0.0)
+        return max(t, nbytes / curve(nbytes)), float(cores)
 
     def _pair_jobs(self, optimised: Any, regions: Sequence[Any]) -> dict[int, tuple[int, _Job]]:
         """``{k: (p, job)}``: for the ``k``-th region of ``regions`` (entry instructions of
@@ -1301,6 +1402,43 @@ class XlaCostModel(ColdWeights, OpCostModel):
             sig, "xla:cold-region", lambda: self._per_copy(lambda: self._time_region(text), count)
         )
 
+    def _solo_region_job(self, region: str, held: set[int], nbytes: int) -> _Job:
+        """The solo cold measurement of a program region: :data:`SOLO_COPIES` copies of it
+        in one module (:func:`replicated_module`; XLA runs a module of that few regions
+        one region after another, :data:`~tensat_py.cost.executor.SEQUENTIAL_THUNKS`),
+        called in turn on as many sets of weights of their own as together read the
+        program's weight set (:func:`replicas`); the figure is seconds per copy, the call
+        overhead taken out of each call, the lowest of :data:`COLD_TRIES`."""
+        groups = max(1, -(-replicas(nbytes, working_set(self._wset or nbytes)) // SOLO_COPIES))
+        text = replicated_module(region, held, SOLO_COPIES)
+        sig, _ = region_signature(text, COLD_TRIES)
+        key = json.loads(sig)
+        key["solo groups"] = groups
+        sig = json.dumps(key, sort_keys=True)
+
+        def run() -> Measurement:
+            ms = [self._time_cycled_region(text, groups) for _ in range(COLD_TRIES)]
+            low = min(m.low for m in ms)
+            per = max(low - groups * self.overhead(), 0.0) / (groups * SOLO_COPIES)
+            return Measurement(per, 0.0, sum(m.reps for m in ms), per)
+
+        return _Job(sig, "xla:solo-region", run)
+
+    def _time_cycled_region(self, text: str, groups: int) -> Measurement:
+        """:meth:`XlaBackend.time_cycled` of a module of copies (:func:`replicated_module`)
+        on ``groups`` argument sets: its shared parameters (``shared_*``) the same arrays
+        in every set, its weights (``weight_*``) new ones."""
+        from tensat_py.frontends.hlo.parser import parse_module
+
+        params = parse_module(text).entry.parameters()
+        rng = np.random.default_rng(0)
+        shared = {p.name: _region_arg(rng, p.shape) for p in params if p.name.startswith("shared_")}
+        sets = [
+            [shared[p.name] if p.name in shared else _region_arg(rng, p.shape) for p in params]
+            for _ in range(groups)
+        ]
+        return self.backend.time_cycled(text, sets, self._stop_at)
+
     def _per_copy(self, measure: Callable[[], Measurement], count: int) -> Measurement:
         """Seconds per copy of a module of ``count`` copies side by side: the lowest of
         :data:`COLD_TRIES` measurements (``measure``; other processes only slow a run
@@ -1312,21 +1450,9 @@ class XlaCostModel(ColdWeights, OpCostModel):
 
     def _time_region(self, region: str) -> Measurement:
         from tensat_py.frontends.hlo.parser import parse_module
-        from tensat_py.runtime.xla_exec import np_dtype
 
         rng = np.random.default_rng(0)
-        args = []
-        for p in parse_module(region).entry.parameters():
-            shape = p.shape
-            if not hasattr(shape, "etype"):
-                raise ValueError("xla: a region with a tuple parameter")
-            dt = np.dtype(np_dtype(shape.etype))
-            if dt == np.bool_:
-                args.append(_mask(shape.dims))
-            elif dt.kind in "iu":
-                args.append(rng.integers(0, 2, shape.dims).astype(dt))
-            else:
-                args.append(rng.uniform(0.5, 1.5, shape.dims).astype(dt))
+        args = [_region_arg(rng, p.shape) for p in parse_module(region).entry.parameters()]
         return self.backend.time_module(region, args, self._stop_at)
 
     def measure_until(self, deadline: float | None) -> None:
@@ -1805,3 +1931,68 @@ def _dtype(ctx: ops.OpContext) -> str:
         if isinstance(t, TensorType):
             return t.dtype
     return "float32"
+
+
+def _region_arg(rng: np.random.Generator, shape: Any) -> np.ndarray:
+    """A value for a region module's parameter of HLO ``shape``: uniform in [0.5, 1.5)
+    for floats, 0 or 1 for integers, runs of true and false for booleans.
+
+    Raises:
+        ValueError: a tuple parameter.
+    """
+    from tensat_py.runtime.xla_exec import np_dtype
+
+    if not hasattr(shape, "etype"):
+        raise ValueError("xla: a region with a tuple parameter")
+    dt = np.dtype(np_dtype(shape.etype))
+    if dt == np.bool_:
+        return _mask(shape.dims)
+    if dt.kind in "iu":
+        return rng.integers(0, 2, shape.dims).astype(dt)
+    return rng.uniform(0.5, 1.5, shape.dims).astype(dt)
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (the threads of XLA CPU's intra-op pool)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):  # not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+def region_dependencies(module: Any, regions: Sequence[Any]) -> list[tuple[int, ...]]:
+    """For each of ``regions`` (entry instructions of the optimised ``module`` that run a
+    kernel, in program order), the indices of the earlier regions whose results it reads,
+    through instructions that run nothing (bitcasts, tuples, get-tuple-elements): the
+    data edges of XLA CPU's thunk executor (:mod:`tensat_py.cost.executor`; it adds
+    edges for buffers XLA reuses, which this leaves out)."""
+    index = {ins.name: k for k, ins in enumerate(regions)}
+    carries: dict[str, frozenset[int]] = {}
+    out: list[tuple[int, ...]] = [() for _ in regions]
+    for ins in module.entry.instructions:
+        reads = frozenset().union(*(carries.get(o, frozenset()) for o in ins.operands))
+        if ins.name in index:
+            k = index[ins.name]
+            out[k] = tuple(sorted(d for d in reads if d < k))
+            carries[ins.name] = frozenset({k})
+        else:
+            carries[ins.name] = reads
+    return out
+
+
+def _all_small(module: Any, regions: Sequence[Any]) -> bool:
+    """Whether every buffer ``regions`` read or write holds at most
+    :data:`~tensat_py.cost.executor.SEQUENTIAL_BYTES` (XLA then runs them in order)."""
+    from tensat_py.frontends.hlo.ir import ArrayShape
+
+    shapes = {ins.name: ins.shape for ins in module.entry.instructions}
+
+    def small(shape: Any) -> bool:
+        if isinstance(shape, ArrayShape):
+            return _array_bytes(shape) <= SEQUENTIAL_BYTES
+        return all(small(s) for s in getattr(shape, "parts", ()))
+
+    return all(
+        small(ins.shape) and all(small(shapes.get(o)) for o in ins.operands if o in shapes)
+        for ins in regions
+    )
