@@ -8,10 +8,8 @@ GPT-2-small stacks (``bench/gpt_stack.py``: 1, 12 and 24 layers), ``../shared/da
 per cost model (``xla`` on device ``cpu``, the HLO default there, and ``roofline`` on
 ``t4``), with the optimiser's defaults otherwise (rules ``tensor+hlo``, verification on),
 then the input and the program kept are timed side by side on XLA CPU with an A/A
-(``tensat_py.bench_hlo``: one compilation each, round-robin turns on one placed copy of
-the inputs, each program with its own weights, medians of per-round ratios; a turn
-settles for 5 ms, then its runs over 10 ms give its median,
-``tensat_py.runtime.timing.rotating``). The report
+(``tensat_py.bench_hlo``: one compilation each, round-robin runs on one placed copy of
+the inputs, each program with its own weights, medians of per-round ratios). The report
 gives, per module and cost model, the predicted speedup, the measured one (original /
 optimised run time) and the A/A, then the goal's figures:
 geometric-mean measured speedup, NasRNN's, modules slower beyond their A/A, and on the
@@ -112,12 +110,8 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
         b = [o[0] for o in outs[1]]
         row.max_rel_err = _rel_err(a, b)
         warm = timing.rotating(runs, rounds=1, warmup=1)
-        settle, turn = timing.SETTLE_SECONDS, timing.TURN_SECONDS
-        per = max(sum(timing.turn_seconds(t[0], settle, turn) for t in warm), 1e-6)
-        rounds = max(10, min(200, int(budget_s / per)))
-        times = timing.rotating(
-            runs, rounds=rounds, warmup=0, settle_seconds=settle, turn_seconds=turn
-        )
+        per = max(sum(t[0] for t in warm), 1e-6)
+        times = timing.rotating(runs, rounds=max(10, min(200, int(budget_s / per))), warmup=0)
         row.run_ms_orig, row.run_ms_opt, row.run_ms_orig2 = (
             statistics.median(t) * 1e3 for t in times
         )
@@ -187,10 +181,8 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
         "",
         "`predicted`: the cost model's speedup for the program it kept (cost before / "
         "after; 1.000 when it kept the input). `measured`: original / optimised run time "
-        "on XLA CPU, the median of per-round ratios of round-robin turns (each program "
-        "runs untimed for 5 ms, then its median run over 10 ms is its figure for the round; "
-        "the programs read one placed copy of the inputs, each holds its own weights); "
-        "`A/A`: the "
+        "on XLA CPU, the median of per-round ratios of round-robin runs (the programs "
+        "read one placed copy of the inputs, each holds its own weights); `A/A`: the "
         "original against a second compilation of itself, measured the same way (the "
         "noise). Both are measured; only `predicted` is a prediction. `(N est.)` after a "
         "prediction: N of the operator prices it sums are roofline `cpu` estimates, not "

@@ -8,10 +8,9 @@ configuration: by default the roofline model's ``t4`` preset; ``cost_model="xla"
 programs as XLA's CPU client runs them), and time both
 modules with XLA's full CPU pipeline
 (:func:`tensat_py.runtime.xla_exec.time_interleaved`: one compilation each, a warm-up run,
-then round-robin turns for about ``budget_s`` seconds, each turn a program's median run
-once it has settled) on the same random arguments.
+then round-robin runs for about ``budget_s`` seconds) on the same random arguments.
 The original is compiled and timed twice; the ratio of the two (the *A/A* column) is the
-noise floor a run-time ratio must beat. ``run ms`` is each module's fastest turn; ``run
+noise floor a run-time ratio must beat. ``run ms`` is each module's fastest run; ``run
 ratio`` and ``A/A`` are medians of per-round ratios
 (:func:`tensat_py.runtime.timing.paired_ratio`): on a machine shared with other jobs a
 ratio of two minima moved by up to 7 % between runs where the median of paired rounds
@@ -91,7 +90,7 @@ class HloBenchConfig:
     solver: str = "highs"
     time_limit: float = 10.0
     node_limit: int | None = 20_000  # None: the optimiser's default (per operator)
-    budget_s: float = 2.0  # seconds of round-robin timed turns per module
+    budget_s: float = 2.0  # seconds of round-robin timed runs per module
     cost_model: str | None = None  # None: roofline on t4 (optimize's own HLO default: xla, cpu)
     device: str = "t4"
     timeout_s: float = 900.0

@@ -11,10 +11,8 @@ measured about 18 % slower); XLA fuses elementwise chains into its loops likewis
 autotuners confirm candidates by running them (TVM, Chen et al., OSDI 2018),
 :func:`measured_speedup` runs both programs on the runtime the input came for
 (:mod:`tensat_py.runtime.protocol`: onnxruntime on the CPU for ONNX and built graphs, XLA
-on the CPU for HLO) on the same inputs and weights, in rotating rounds of turns
-(:func:`tensat_py.runtime.timing.rotating`: each program settles for
-:data:`~tensat_py.runtime.timing.SETTLE_SECONDS`, then is timed for
-:data:`~tensat_py.runtime.timing.TURN_SECONDS`), and returns the median of the per-round
+on the CPU for HLO) on the same inputs and weights, in rotating rounds
+(:func:`tensat_py.runtime.timing.rotating`), and returns the median of the per-round
 ratios. A second copy of the input, prepared apart and timed in the same rounds (the
 *A/A*), says how far two runs of one program differ there: its ratio and a confidence
 interval for it (:func:`tensat_py.runtime.timing.median_interval`) are the noise a
@@ -149,13 +147,10 @@ def measured_speedup(
         calls.append(source)
     clock = runtime.clock
     warm = timing.rotating(calls, rounds=1, warmup=1, clock=clock)
-    settle, turn = timing.SETTLE_SECONDS, timing.TURN_SECONDS
-    per_round = max(sum(timing.turn_seconds(t[0], settle, turn) for t in warm), 1e-6)
+    per_round = max(sum(t[0] for t in warm), 1e-6)
     left = budget - (time.perf_counter() - t0)  # loading and the warm-up count too
     rounds = max(min_rounds, min(max_rounds, int(left / per_round)))
-    times = timing.rotating(
-        calls, rounds=rounds, warmup=0, clock=clock, settle_seconds=settle, turn_seconds=turn
-    )
+    times = timing.rotating(calls, rounds=rounds, warmup=0, clock=clock)
     nan = math.nan
     cand = times[2] if candidate is not None else None
     src = times[-1] if source is not None else None

@@ -8,9 +8,9 @@ compiled by ``Client.compile_and_load`` with XLA's full CPU optimisation pipelin
 Timing (:func:`time_text`, :func:`time_interleaved`): compile seconds (one compilation)
 and the fastest of ``repeats`` executions after one warm-up, each waiting for its results
 (the minimum is the estimate least disturbed by other processes on a shared machine);
-:func:`time_interleaved` runs several modules round-robin, in turns, so drifts in machine
-load hit them alike, and keeps every turn's median run so that a caller can compare modules
-round by round (:func:`tensat_py.runtime.timing.paired_ratio`: the median of per-round ratios).
+:func:`time_interleaved` runs several modules round-robin so drifts in machine load hit
+them alike, and keeps every run so that a caller can compare modules round by round
+(:func:`tensat_py.runtime.timing.paired_ratio`: the median of per-round ratios).
 
 Weight-only operators (:func:`freeze_weights`): a program whose weights are entry
 parameters computes, on every run, what depends on its weights alone (the concatenation
@@ -308,11 +308,9 @@ def time_interleaved(
     texts: Sequence[str], args: Sequence[np.ndarray], budget_s: float = 2.0, max_rounds: int = 5000
 ) -> list[Timing]:
     """Compile each text (timed, uncached), warm each up, then run them side by side
-    (:func:`tensat_py.runtime.timing.rotating`, in turns of
-    :data:`~tensat_py.runtime.timing.SETTLE_SECONDS` untimed and
-    :data:`~tensat_py.runtime.timing.TURN_SECONDS` timed) for about ``budget_s`` seconds
-    (at most ``max_rounds`` rounds); each :class:`Timing` has the fastest turn's median
-    run (``run_s``) and every turn's (``runs``; compare two modules with
+    (:func:`tensat_py.runtime.timing.rotating`) for about ``budget_s`` seconds (at most
+    ``max_rounds`` rounds); each :class:`Timing` has the fastest run (``run_s``) and every
+    run (``runs``; compare two modules with
     :func:`tensat_py.runtime.timing.paired_ratio` on their ``runs``). When one round
     alone takes longer than the budget (a module running for minutes), the warm-up runs
     are the timings.
@@ -337,15 +335,12 @@ def time_interleaved(
         t1 = time.perf_counter()
         call()
         warm.append(time.perf_counter() - t1)
-    settle, turn = timing.SETTLE_SECONDS, timing.TURN_SECONDS
-    per_round = max(sum(timing.turn_seconds(w, settle, turn) for w in warm), 1e-6)
+    per_round = max(sum(warm), 1e-6)
     rounds = int(min(max_rounds, budget_s / per_round))
     if rounds == 0:
         times = [[w] for w in warm]
     else:
-        times = timing.rotating(
-            calls, rounds=rounds, warmup=0, settle_seconds=settle, turn_seconds=turn
-        )
+        times = timing.rotating(calls, rounds=rounds, warmup=0)
     return [Timing(c, min(t), o, tuple(t)) for c, t, o in zip(compile_s, times, outs, strict=True)]
 
 
