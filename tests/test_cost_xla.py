@@ -401,15 +401,10 @@ def test_a_region_s_figure_is_the_median_of_tries_made_in_rounds(quick, monkeypa
     assert len(calls) == xla.REGION_TRIES * 3
 
 
-def test_a_region_is_priced_after_its_producer(quick, monkeypatch) -> None:
-    """A region that reads another region's result is priced as the pair of them (the
-    producer's result a temporary, still in the cache) less the producer alone: in
-    jax_lora_dense, ``w + 2 (a b)`` took 0.33 ms alone and 0.16 ms after the dot that
-    makes ``a b``. Where XLA does not compile the pair into the same two regions, the
-    region is priced alone."""
+def _made_up(monkeypatch: pytest.MonkeyPatch, base: dict[str, float]) -> None:
+    """SMALL_HLO's modules timed ``base[_which(text)]`` seconds (read when timed, so a test
+    may change ``base`` between pricings), no call overhead, no dispatch."""
     from tensat_py.cost.profile import Measurement
-
-    base = {"dot": 1e-4, "fusion": 2e-4, "pair": 2.5e-4}
 
     def time_module(self, text, args, deadline=None):
         t = base[_which(text)]
@@ -418,6 +413,17 @@ def test_a_region_is_priced_after_its_producer(quick, monkeypatch) -> None:
     monkeypatch.setattr(xla.XlaBackend, "time_module", time_module)
     monkeypatch.setattr(xla.XlaCostModel, "overhead", lambda self: 0.0)
     monkeypatch.setattr(xla.XlaCostModel, "dispatch", lambda self: 0.0)
+
+
+def test_a_region_is_priced_after_its_producer(quick, monkeypatch) -> None:
+    """A region that reads another region's result is priced as the pair of them (the
+    producer's result a temporary, still in the cache) less the producer alone: in
+    jax_lora_dense, ``w + 2 (a b)`` took 0.33 ms alone and 0.16 ms after the dot that
+    makes ``a b``. Where XLA does not compile the pair into the same two regions, the
+    region is priced alone."""
+    from tensat_py.cost.profile import Measurement
+
+    _made_up(monkeypatch, {"dot": 1e-4, "fusion": 2e-4, "pair": 2.5e-4})
     assert xla.XlaCostModel().program_seconds(SMALL_HLO) == pytest.approx(2.5e-4)
     # a pair XLA compiles otherwise: the fusion is priced alone
     monkeypatch.setattr(
@@ -434,17 +440,8 @@ def test_a_region_after_a_much_longer_producer_keeps_its_figure_alone(quick, mon
     more than the producer's noise (PAIR_NOISE of it): after a 10 ms dot, a 0.2 ms fusion
     whose pair less the dot says 0.1 ms keeps its 0.2 ms (jax_gcn_layer's 0.2 ms dot after
     its 11 ms dot came out 0 ms)."""
-    from tensat_py.cost.profile import Measurement
-
     base = {"dot": 1e-2, "fusion": 2e-4, "pair": 1e-2 + 1e-4}
-
-    def time_module(self, text, args, deadline=None):
-        t = base[_which(text)]
-        return Measurement(t, 0.0, 1, t)
-
-    monkeypatch.setattr(xla.XlaBackend, "time_module", time_module)
-    monkeypatch.setattr(xla.XlaCostModel, "overhead", lambda self: 0.0)
-    monkeypatch.setattr(xla.XlaCostModel, "dispatch", lambda self: 0.0)
+    _made_up(monkeypatch, base)
     assert xla.XlaCostModel().program_seconds(SMALL_HLO) == pytest.approx(1e-2 + 2e-4)
     # a difference past the producer's noise is read
     base["pair"] = 1e-2 + 1e-3

@@ -516,26 +516,7 @@ class XlaBackend:
             ValueError: XLA rejected the module or failed to run it (its message follows).
             TimeoutError: ``deadline`` passed before one timed run.
         """
-        import jax
-
-        from tensat_py.runtime import xla_exec
-
-        try:
-            exe = xla_exec.compile_text(text)
-        except xla_exec.XlaError as e:
-            raise ValueError(f"xla: XLA rejected the module: {e}") from None
-        dev = jax.devices("cpu")[0]
-        bufs = [jax.device_put(np.asarray(a), dev) for a in args]
-
-        def call() -> None:
-            for out in exe.execute_sharded(bufs).disassemble_into_single_device_arrays():
-                out[0].block_until_ready()
-
-        try:
-            call()
-        except Exception as e:  # jaxlib's runtime errors
-            raise ValueError(f"xla: the module failed to run: {e}") from None
-        return time_callable(call, **self.timing, deadline=deadline)
+        return self.time_cycled(text, [args], deadline)
 
     def time_cycled(
         self, text: str, arg_sets: Sequence[Sequence[np.ndarray]], deadline: float | None = None
