@@ -403,7 +403,10 @@ def test_dot_chains_are_reassociated_when_the_cost_model_pays_and_verify(
 ) -> None:
     src = (JAX_MODULES / module).read_text()
     assert dropped in src.replace("{2,1,0}", "").replace("{1,0}", "")
-    r = tensat_py.optimize(loads(src))
+    # What the cost model chooses and verification passes, not the runtime's verdict: on a
+    # shared 2-core machine confirmation once measured jax_lora_dense's candidate 1.227x
+    # [0.922, 1.419] and kept the input (confirmation has tests of its own).
+    r = tensat_py.optimize(loads(src), confirm=False)
     assert r.verify is not None and r.verify.runner == "xla" and r.verify.passed
     assert r.cost_after < 0.9 * r.cost_before
     assert dropped not in dumps(r.graph)
