@@ -280,3 +280,42 @@ def test_independent_cold_regions_are_priced_side_by_side_as_xla_runs_them(
     assert xla.XlaCostModel().graph_cost(_dots(8)) == pytest.approx(8 * solo, rel=0.01)
     monkeypatch.setattr(xla, "machine_cores", lambda: 1)
     assert xla.XlaCostModel().graph_cost(_dots(12)) == pytest.approx(12 * solo, rel=0.01)
+
+
+def test_cold_figures_are_the_lowest_of_tries_made_in_rounds(cache, monkeypatch) -> None:
+    """A dot's cold figures (solo and side by side) are measured in rounds, one try of
+    each a round, solo beside side by side, and the lowest try of each is kept: a slow
+    phase of the machine that spans the first tries of each (here all but the fourth solo
+    and the second side-by-side try, twice as slow) does not set the price. Eight dots
+    run one after another, so the program costs eight fast solo dots."""
+    monkeypatch.setattr(xla, "COLD_MIN_BYTES", 64 << 10)
+    monkeypatch.setattr(xla, "COLD_MAX_BYTES", 1 << 20)
+    monkeypatch.setattr(
+        xla, "TIMING", {"warmup": 1, "min_reps": 3, "max_reps": 6, "target_seconds": 0.001}
+    )
+    monkeypatch.setattr(xla.XlaCostModel, "overhead", lambda self: 0.0)
+    monkeypatch.setattr(xla.XlaCostModel, "dispatch", lambda self: 0.0)
+    monkeypatch.setattr(xla, "machine_cores", lambda: 2)
+    solo, side = 1e-4, 5e-5
+    calls: list[str] = []
+
+    def time_module(self, text, args, deadline=None):
+        copies = len(re.findall(r" call\(", text.split("ENTRY", 1)[1]))
+        if not copies:  # the dot alone, hot
+            t = 1e-9 * sum(a.size for a in args)
+            return Measurement(t, 0.0, 1, t)
+        calls.append("side")
+        slow = 1.0 if calls.count("side") == 2 else 2.0
+        t = copies * side * slow
+        return Measurement(t, 0.0, 1, t)
+
+    def time_cycled(self, text, arg_sets, deadline=None):
+        calls.append("solo")
+        slow = 1.0 if calls.count("solo") == 4 else 2.0
+        t = len(arg_sets) * xla.SOLO_COPIES * solo * slow
+        return Measurement(t, 0.0, 1, t)
+
+    monkeypatch.setattr(xla.XlaBackend, "time_module", time_module)
+    monkeypatch.setattr(xla.XlaBackend, "time_cycled", time_cycled)
+    assert xla.XlaCostModel().graph_cost(_dots(8)) == pytest.approx(8 * solo, rel=0.01)
+    assert calls == ["side", "solo"] * xla.REGION_TRIES

@@ -179,6 +179,7 @@ __all__ = [
     "COLD_MAX_BYTES",
     "REGION_TRIES",
     "tries_figure",
+    "cold_figure",
     "STREAM_SIDES",
     "STREAM_ROUNDS",
     "stream_signature",
@@ -193,8 +194,10 @@ __all__ = [
 
 #: The runtime named in the device fingerprint (never mixed with ``onnxruntime``'s).
 RUNTIME = "xla-cpu"
-#: Bump when the measuring protocol changes (part of the fingerprint).
-PROTOCOL = 1
+#: Bump when the measuring protocol changes (part of the fingerprint). 2: a program
+#: region's cold figures are the lowest of :data:`REGION_TRIES` tries made in rounds
+#: (:func:`cold_figure`), where they were the lowest of :data:`COLD_TRIES` in a row.
+PROTOCOL = 2
 #: Signature of the call overhead: an ``add`` of one float32 element run alone (seconds).
 OVERHEAD_SIGNATURE = '{"calibration":"xla call overhead"}'
 #: Signature of the per-kernel dispatch inside a program: the slope of a chain of
@@ -312,7 +315,9 @@ def working_set(nbytes: float) -> int:
     return n
 
 
-#: Measurements of a cold figure, the lowest kept (:meth:`XlaCostModel._per_copy`).
+#: Measurements of a library operator's cold figure, made in a row, the lowest kept
+#: (:meth:`XlaCostModel._per_copy`). A program region's cold figures are measured in
+#: rounds instead (:func:`cold_figure`).
 COLD_TRIES = 3
 #: Measurements of a program region's figure, made in rounds over the program's missing
 #: regions (one of each region per round), their median kept (:func:`tries_figure`;
@@ -859,6 +864,37 @@ def tries_figure(lows: Sequence[float]) -> float:
     return float(statistics.median_low(lows))
 
 
+def cold_figure(lows: Sequence[float]) -> float:
+    """A program region's cold figure (seconds a copy, :meth:`XlaCostModel._cold_region`)
+    from its tries ``lows``, made in :data:`REGION_TRIES` rounds over the program's cold
+    measurements: the lowest.
+
+    Unlike a region's hot figure (:func:`tries_figure`), a cold figure is the time of
+    copies that stream weights from memory, and on a shared machine its tries fall into
+    two groups: memory at its pace, or slowed by other work. On this 2-core virtual
+    machine (2026-11-28), 34 tries of NasRNN's 1 x 512 by 512 x 512 dot over 60 s ran
+    87-120 us solo and 53-79 us a copy side by side; the lowest of 5 in a row scattered
+    by 0.06 and 0.05 in the log, their median by 0.06 and 0.11. Over 5 pricings of
+    NasRNN's input and the optimiser's program from tries made in rounds, the predicted
+    speedup's log scattered by 0.042 with the lowest of every figure against 0.084 with
+    the median (jax_gcn_layer 0.038 against 0.035, jax_linear_attention 0.051 against
+    0.059): the cold figures decide NasRNN's price, the hot ones keep their median. In
+    fresh caches, NasRNN's dot priced 90-91 us solo in five pricings with this figure,
+    100-120 us in four with the lowest of 3 tries in a row an hour before, and the
+    predicted speedup's log scattered by 0.062 against 0.158.
+
+    Raises:
+        ValueError: no tries.
+
+    Example:
+        >>> cold_figure([9.8e-5, 8.7e-5, 1.2e-4])
+        8.7e-05
+    """
+    if not lows:
+        raise ValueError("cold_figure: no tries")
+    return float(min(lows))
+
+
 def region_signature(text: str, tries: int | None = None) -> tuple[str, str]:
     """The cache signature of a region module (its text without metadata and with its
     names numbered in order of appearance, hashed; with ``tries``, the number of
@@ -1184,6 +1220,8 @@ class XlaCostModel(ColdWeights, OpCostModel):
         overhead, dispatch = self.overhead(), self.dispatch()
         self._measure_regions([*jobs, *(j for _, j in pairs.values())], first)
         raws = [self._take(job, ignore_deadline=True) for job in jobs]
+        if curve is not None:
+            self._measure_cold(raws, streamed, overhead, curve)
         cores = machine_cores()
         deps = region_dependencies(optimised, regions)
         thunks = []
@@ -1204,6 +1242,29 @@ class XlaCostModel(ColdWeights, OpCostModel):
             thunks.append(Thunk(t + dispatch, deps[k], demand))
         small = _all_small(optimised, regions)
         return makespan(thunks, cores, sequential=small or len(thunks) <= SEQUENTIAL_THUNKS)
+
+    def _measure_cold(
+        self,
+        raws: Sequence[float | None],
+        streamed: Sequence[tuple[int, str, set[int]]],
+        overhead: float,
+        curve: BandwidthCurve,
+    ) -> None:
+        """Measure the cold figures of a program's regions that read weights (``streamed``:
+        weight bytes, region text, weight parameters; ``raws`` their hot figures), side by
+        side and solo (:meth:`_cold_region`), missing from the cache, in
+        :data:`REGION_TRIES` rounds over all of them, the lowest of each kept
+        (:func:`cold_figure`): solo and side by side are measured in the same rounds, so
+        the cores a region keeps busy, their ratio, is not one figure's slow moment."""
+        todo = []
+        for raw, (nbytes, region, held) in zip(raws, streamed, strict=True):
+            if raw is None or not nbytes:
+                continue
+            cold = self._cold_region_job(region, held, nbytes, max(raw - overhead, 0.0), curve)
+            if cold is not None:
+                todo += [cold, self._solo_region_job(region, held, nbytes)]
+        self._fetch([j.signature for j in todo])
+        self._measure_regions(todo, first=False, figure=cold_figure)
 
     def _cold_region(
         self,
@@ -1290,12 +1351,18 @@ class XlaCostModel(ColdWeights, OpCostModel):
         except (ValueError, xla_exec.XlaError):
             return none
 
-    def _measure_regions(self, jobs: Sequence[_Job], first: bool) -> None:
+    def _measure_regions(
+        self,
+        jobs: Sequence[_Job],
+        first: bool,
+        figure: Callable[[Sequence[float]], float] = tries_figure,
+    ) -> None:
         """Measure the regions of ``jobs`` missing from the cache in :data:`REGION_TRIES`
-        rounds, one measurement of each region per round, and store each region's median
-        (:func:`tries_figure`: rounds spread a region's measurements over the time the
-        program's regions take, so neither one burst of load from another process nor one
-        lucky try decides its figure).
+        rounds, one measurement of each region per round, and store each region's
+        ``figure`` of its tries: by default their median (:func:`tries_figure`: rounds
+        spread a region's measurements over the time the program's regions take, so
+        neither one burst of load from another process nor one lucky try decides its
+        figure); the lowest for cold figures (:func:`cold_figure`).
 
         With ``first`` (the input, see :meth:`program_seconds`), measuring stops at the
         deadline, inside a region's measurement too (no run of it starts past the
@@ -1317,7 +1384,7 @@ class XlaCostModel(ColdWeights, OpCostModel):
                 ms = runs[j.signature]
                 if not ms or j.signature in self._raw:
                     continue
-                low = tries_figure([m.low for m in ms])
+                low = figure([m.low for m in ms])
                 med = float(np.median([m.median for m in ms]))
                 spread = max(m.median for m in ms) - min(m.low for m in ms)
                 recs.append(Record(j.signature, j.op, med, spread, sum(m.reps for m in ms), low))
@@ -1378,9 +1445,11 @@ class XlaCostModel(ColdWeights, OpCostModel):
         if not count:
             return None
         text = replicated_module(region, held, count)
-        sig, _ = region_signature(text, COLD_TRIES)
+        sig, _ = region_signature(text, REGION_TRIES)
         return _Job(
-            sig, "xla:cold-region", lambda: self._per_copy(lambda: self._time_region(text), count)
+            sig,
+            "xla:cold-region",
+            lambda: self._per_copy(lambda: self._time_region(text), count, tries=1),
         )
 
     def _solo_region_job(self, region: str, held: set[int], nbytes: int) -> _Job:
@@ -1388,20 +1457,19 @@ class XlaCostModel(ColdWeights, OpCostModel):
         in one module (:func:`replicated_module`; XLA runs a module of that few regions
         one region after another, :data:`~tensat_py.cost.executor.SEQUENTIAL_THUNKS`),
         called in turn on as many sets of weights of their own as together read the
-        program's weight set (:func:`replicas`); the figure is seconds per copy, the call
-        overhead taken out of each call, the lowest of :data:`COLD_TRIES`."""
+        program's weight set (:func:`replicas`); one try is seconds per copy, the call
+        overhead taken out of each call (the figure: :meth:`_measure_cold`)."""
         groups = max(1, -(-replicas(nbytes, working_set(self._wset or nbytes)) // SOLO_COPIES))
         text = replicated_module(region, held, SOLO_COPIES)
-        sig, _ = region_signature(text, COLD_TRIES)
+        sig, _ = region_signature(text, REGION_TRIES)
         key = json.loads(sig)
         key["solo groups"] = groups
         sig = json.dumps(key, sort_keys=True)
 
         def run() -> Measurement:
-            ms = [self._time_cycled_region(text, groups) for _ in range(COLD_TRIES)]
-            low = min(m.low for m in ms)
-            per = max(low - groups * self.overhead(), 0.0) / (groups * SOLO_COPIES)
-            return Measurement(per, 0.0, sum(m.reps for m in ms), per)
+            m = self._time_cycled_region(text, groups)
+            per = max(m.low - groups * self.overhead(), 0.0) / (groups * SOLO_COPIES)
+            return Measurement(per, 0.0, m.reps, per)
 
         return _Job(sig, "xla:solo-region", run)
 
@@ -1420,11 +1488,13 @@ class XlaCostModel(ColdWeights, OpCostModel):
         ]
         return self.backend.time_cycled(text, sets, self._stop_at)
 
-    def _per_copy(self, measure: Callable[[], Measurement], count: int) -> Measurement:
+    def _per_copy(
+        self, measure: Callable[[], Measurement], count: int, tries: int = COLD_TRIES
+    ) -> Measurement:
         """Seconds per copy of a module of ``count`` copies side by side: the lowest of
-        :data:`COLD_TRIES` measurements (``measure``; other processes only slow a run
+        ``tries`` measurements in a row (``measure``; other processes only slow a run
         down), the call overhead taken out once."""
-        ms = [measure() for _ in range(COLD_TRIES)]
+        ms = [measure() for _ in range(tries)]
         low = min(m.low for m in ms)
         per = max(low - self.overhead(), 0.0) / count
         return Measurement(per, 0.0, sum(m.reps for m in ms), per)
