@@ -247,14 +247,10 @@ def _dots(n: int, k: int = 64) -> Graph:
     return b.finish(outs)
 
 
-def test_independent_cold_regions_are_priced_side_by_side_as_xla_runs_them(
-    cache, monkeypatch
-) -> None:
-    """Each dot measured cold takes 100 us solo (copies one after another) and 50 us a copy
-    side by side (two at a time on two cores): it keeps one core busy. Twelve such dots,
-    all ready at the start, run six on the calling thread and six on a worker (XLA's
-    executor splits a ready queue of more than eight), so the program costs six dots; eight
-    run one after another; on one core, twelve run one after another."""
+@pytest.fixture
+def cold_dots(cache, monkeypatch):
+    """Weights from 64 KiB on are cold, quick measurements, no call overhead or dispatch,
+    2 cores: for made-up cold timings of :func:`_dots`."""
     monkeypatch.setattr(xla, "COLD_MIN_BYTES", 64 << 10)
     monkeypatch.setattr(xla, "COLD_MAX_BYTES", 1 << 20)
     monkeypatch.setattr(
@@ -262,6 +258,17 @@ def test_independent_cold_regions_are_priced_side_by_side_as_xla_runs_them(
     )
     monkeypatch.setattr(xla.XlaCostModel, "overhead", lambda self: 0.0)
     monkeypatch.setattr(xla.XlaCostModel, "dispatch", lambda self: 0.0)
+    monkeypatch.setattr(xla, "machine_cores", lambda: 2)
+
+
+def test_independent_cold_regions_are_priced_side_by_side_as_xla_runs_them(
+    cold_dots, monkeypatch
+) -> None:
+    """Each dot measured cold takes 100 us solo (copies one after another) and 50 us a copy
+    side by side (two at a time on two cores): it keeps one core busy. Twelve such dots,
+    all ready at the start, run six on the calling thread and six on a worker (XLA's
+    executor splits a ready queue of more than eight), so the program costs six dots; eight
+    run one after another; on one core, twelve run one after another."""
     solo, side = 1e-4, 5e-5
 
     def time_module(self, text, args, deadline=None):
@@ -275,27 +282,18 @@ def test_independent_cold_regions_are_priced_side_by_side_as_xla_runs_them(
 
     monkeypatch.setattr(xla.XlaBackend, "time_module", time_module)
     monkeypatch.setattr(xla.XlaBackend, "time_cycled", time_cycled)
-    monkeypatch.setattr(xla, "machine_cores", lambda: 2)
     assert xla.XlaCostModel().graph_cost(_dots(12)) == pytest.approx(6 * solo, rel=0.01)
     assert xla.XlaCostModel().graph_cost(_dots(8)) == pytest.approx(8 * solo, rel=0.01)
     monkeypatch.setattr(xla, "machine_cores", lambda: 1)
     assert xla.XlaCostModel().graph_cost(_dots(12)) == pytest.approx(12 * solo, rel=0.01)
 
 
-def test_cold_figures_are_the_lowest_of_tries_made_in_rounds(cache, monkeypatch) -> None:
+def test_cold_figures_are_the_lowest_of_tries_made_in_rounds(cold_dots, monkeypatch) -> None:
     """A dot's cold figures (solo and side by side) are measured in rounds, one try of
     each a round, solo beside side by side, and the lowest try of each is kept: a slow
     phase of the machine that spans the first tries of each (here all but the fourth solo
     and the second side-by-side try, twice as slow) does not set the price. Eight dots
     run one after another, so the program costs eight fast solo dots."""
-    monkeypatch.setattr(xla, "COLD_MIN_BYTES", 64 << 10)
-    monkeypatch.setattr(xla, "COLD_MAX_BYTES", 1 << 20)
-    monkeypatch.setattr(
-        xla, "TIMING", {"warmup": 1, "min_reps": 3, "max_reps": 6, "target_seconds": 0.001}
-    )
-    monkeypatch.setattr(xla.XlaCostModel, "overhead", lambda self: 0.0)
-    monkeypatch.setattr(xla.XlaCostModel, "dispatch", lambda self: 0.0)
-    monkeypatch.setattr(xla, "machine_cores", lambda: 2)
     solo, side = 1e-4, 5e-5
     calls: list[str] = []
 
