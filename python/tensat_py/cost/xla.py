@@ -870,18 +870,20 @@ def cold_figure(lows: Sequence[float]) -> float:
     measurements: the lowest.
 
     Unlike a region's hot figure (:func:`tries_figure`), a cold figure is the time of
-    copies that stream weights from memory, and on a shared machine its tries fall into
-    two groups: memory at its pace, or slowed by other work. On this 2-core virtual
-    machine (2026-11-28), 34 tries of NasRNN's 1 x 512 by 512 x 512 dot over 60 s ran
-    87-120 us solo and 53-79 us a copy side by side; the lowest of 5 in a row scattered
-    by 0.06 and 0.05 in the log, their median by 0.06 and 0.11. Over 5 pricings of
-    NasRNN's input and the optimiser's program from tries made in rounds, the predicted
-    speedup's log scattered by 0.042 with the lowest of every figure against 0.084 with
-    the median (jax_gcn_layer 0.038 against 0.035, jax_linear_attention 0.051 against
-    0.059): the cold figures decide NasRNN's price, the hot ones keep their median. In
-    fresh caches, NasRNN's dot priced 90-91 us solo in five pricings with this figure,
-    100-120 us in four with the lowest of 3 tries in a row an hour before, and the
-    predicted speedup's log scattered by 0.062 against 0.158.
+    copies that stream weights from memory, and what else the machine does only slows
+    its tries down: memory's pace drifts, and the side-by-side copies, which keep both
+    cores busy, run at half pace while a core is taken. On this 2-core virtual machine
+    (2026-11-28), 34 tries of NasRNN's 1 x 512 by 512 x 512 dot over 60 s ran 87-120 us
+    solo and 53-79 us a copy side by side; taken 5 at a time, their lowest scattered by
+    0.062 (solo) and 0.054 (side by side) in the log, their median by 0.055 and 0.108.
+    Over 5 pricings of NasRNN's input and the optimiser's program from tries made in
+    rounds, the log of the predicted speedup scattered by 0.042 with the lowest of every
+    figure against 0.084 with the median (jax_gcn_layer, no cold weights: 0.038 against
+    0.035; jax_linear_attention 0.051 against 0.059). NasRNN's price is mostly its dots'
+    cold figures, so only those take the lowest; hot figures keep their median. In fresh
+    caches, NasRNN's dot priced 90-91 us solo in five pricings with this figure, 100-120
+    us in four with the lowest of 3 tries in a row an hour before, and the predicted
+    speedup's log scattered by 0.062 against 0.158.
 
     Raises:
         ValueError: no tries.
