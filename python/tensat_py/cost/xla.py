@@ -1222,12 +1222,11 @@ class XlaCostModel(ColdWeights, OpCostModel):
         overhead, dispatch = self.overhead(), self.dispatch()
         self._measure_regions([*jobs, *(j for _, j in pairs.values())], first)
         raws = [self._take(job, ignore_deadline=True) for job in jobs]
-        if curve is not None:
-            self._measure_cold(raws, streamed, overhead, curve)
+        colds = self._measure_cold(raws, streamed, overhead, curve) if curve is not None else {}
         cores = machine_cores()
         deps = region_dependencies(optimised, regions)
         thunks = []
-        for k, (raw, (nbytes, region, held)) in enumerate(zip(raws, streamed, strict=True)):
+        for k, (raw, (nbytes, _, _)) in enumerate(zip(raws, streamed, strict=True)):
             assert raw is not None
             alone = max(raw - overhead, 0.0)
             t = alone
@@ -1240,7 +1239,7 @@ class XlaCostModel(ColdWeights, OpCostModel):
                     if abs(after - alone) > PAIR_NOISE * max(raws[producer] - overhead, 0.0):
                         t = after
             if curve is not None and nbytes:
-                t, demand = self._cold_region(region, held, nbytes, alone, t, curve, cores)
+                t, demand = self._cold_region(colds.get(k), nbytes, alone, t, curve, cores)
             thunks.append(Thunk(t + dispatch, deps[k], demand))
         small = _all_small(optimised, regions)
         return makespan(thunks, cores, sequential=small or len(thunks) <= SEQUENTIAL_THUNKS)
@@ -1251,27 +1250,30 @@ class XlaCostModel(ColdWeights, OpCostModel):
         streamed: Sequence[tuple[int, str, set[int]]],
         overhead: float,
         curve: BandwidthCurve,
-    ) -> None:
+    ) -> dict[int, tuple[_Job, _Job]]:
         """Measure the cold figures of a program's regions that read weights (``streamed``:
         weight bytes, region text, weight parameters; ``raws`` their hot figures), side by
         side and solo (:meth:`_cold_region`), missing from the cache, in
         :data:`REGION_TRIES` rounds over all of them, the lowest of each kept
         (:func:`cold_figure`): solo and side by side are measured in the same rounds, so
-        the cores a region keeps busy, their ratio, is not one figure's slow moment."""
-        todo = []
-        for raw, (nbytes, region, held) in zip(raws, streamed, strict=True):
+        the cores a region keeps busy, their ratio, is not one figure's slow moment.
+        Returns ``{k: (side-by-side job, solo job)}`` for the ``k``-th region measured cold
+        (:meth:`_cold_count` says which)."""
+        colds: dict[int, tuple[_Job, _Job]] = {}
+        for k, (raw, (nbytes, region, held)) in enumerate(zip(raws, streamed, strict=True)):
             if raw is None or not nbytes:
                 continue
             cold = self._cold_region_job(region, held, nbytes, max(raw - overhead, 0.0), curve)
             if cold is not None:
-                todo += [cold, self._solo_region_job(region, held, nbytes)]
+                colds[k] = (cold, self._solo_region_job(region, held, nbytes))
+        todo = [j for pair in colds.values() for j in pair]
         self._fetch([j.signature for j in todo])
         self._measure_regions(todo, first=False, figure=cold_figure)
+        return colds
 
     def _cold_region(
         self,
-        region: str,
-        held: set[int],
+        jobs: tuple[_Job, _Job] | None,
         nbytes: int,
         alone: float,
         t: float,
@@ -1279,8 +1281,9 @@ class XlaCostModel(ColdWeights, OpCostModel):
         cores: int,
     ) -> tuple[float, float]:
         """Seconds and core demand (:class:`~tensat_py.cost.executor.Thunk`) of a program
-        region that reads ``nbytes`` of weights (parameters ``held``) while the program's
-        weights are cold; ``alone`` its hot figure, ``t`` that figure after its producer.
+        region that reads ``nbytes`` of weights while the program's weights are cold;
+        ``alone`` its hot figure, ``t`` that figure after its producer; ``jobs`` its cold
+        measurements (:meth:`_measure_cold`), None where it is not measured cold.
 
         Where streaming its weights is a fair share of its time (:meth:`_cold_count`), it
         is measured cold twice: *solo* (:meth:`_solo_region_job`, copies run one after
@@ -1291,10 +1294,9 @@ class XlaCostModel(ColdWeights, OpCostModel):
         49 us a copy side by side on 2 cores, so 1.2 cores: two run side by side at
         about 1.7 times one's pace, not twice). Otherwise ``max(t, bytes / bandwidth)``
         on every core."""
-        cold = self._cold_region_job(region, held, nbytes, alone, curve)
-        if cold is not None:
-            side = self._take(cold, ignore_deadline=True)
-            solo = self._take(self._solo_region_job(region, held, nbytes), ignore_deadline=True)
+        if jobs is not None:
+            side = self._take(jobs[0], ignore_deadline=True)
+            solo = self._take(jobs[1], ignore_deadline=True)
             if side is not None and solo is not None and solo > 0:
                 demand = min(max(cores * side / solo, 1.0), float(cores))
                 return max(solo + t - alone, 0.0), demand
