@@ -101,6 +101,9 @@ def test_a_candidate_measured_faster_is_kept_deterministically():
     assert r.graph is r.candidate and not r.fell_back
     assert r.stats["measured_speedup"] == pytest.approx(2.0)
     assert r.stats["measured_speedup_interval"] == pytest.approx([2.0, 2.0])
+    # the median run of each, in milliseconds: the input 1 s a run, the candidate 0.5 s
+    assert r.stats["measured_input_ms"] == pytest.approx(1000.0)
+    assert r.stats["measured_candidate_ms"] == pytest.approx(500.0)
 
 
 def test_a_median_gain_whose_interval_reaches_below_1_is_not_kept():
@@ -132,7 +135,9 @@ def test_an_hlo_candidate_is_confirmed_on_xla():
             break
     assert st["measured_speedup"] > 1.01 and st["measured_speedup_interval"][0] > 1.0
     assert r.graph is r.candidate
-    assert st["measured_input_ms"] > st["measured_candidate_ms"] > 0
+    # Each program's median run is reported; on a busy machine the two medians need not
+    # order as the median per-round ratio does (their values: the deterministic test).
+    assert st["measured_input_ms"] > 0 and st["measured_candidate_ms"] > 0
 
 
 def test_measured_speedup_on_xla_times_a_copy_of_the_input():
