@@ -1,5 +1,7 @@
 """The staged learned policy (issue 16): Tensat at k_multi=1, then one learned
-multi-pattern iteration on the extracted program (``tensat_py.policies.staged``). Needs the
+multi-pattern iteration on the extracted program (``tensat_py.policies.staged``). The
+programs here are made with Tensat's pairwise merges (``merge_trees=False``): merge trees
+merge all three projections in the first stage and leave the second nothing to do. Needs the
 ``learn`` extra (LightGBM) and skips, with the reason, without it."""
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def _projections(n: int = 3, residual: bool = False) -> tensat_py.Graph:
 def _setup(residual: bool = False) -> tuple[object, object, tensat_py.Graph]:
     rules, model = load_rules("taso"), get_cost_model("roofline", "t4")
     first = tensat_py.optimize(
-        _projections(residual=residual), k_multi=1, verify=False, solver="highs"
+        _projections(residual=residual), k_multi=1, merge_trees=False, verify=False, solver="highs"
     )
     return rules, model, first.graph
 
@@ -98,9 +100,10 @@ def test_second_stage_without_an_admitted_match_extracts_nothing() -> None:
 
 def test_learned_policy_reaches_k_multi_2_on_three_projections_and_verifies_it() -> None:
     g = _projections()
-    default = tensat_py.optimize(g, solver="highs", k_multi=1)
-    k2 = tensat_py.optimize(g, solver="highs", k_multi=2)
-    got = tensat_py.optimize(g, solver="highs", policy="learned")
+    # Tensat's pairwise merges: merge trees would merge all three in the first stage
+    default = tensat_py.optimize(g, solver="highs", k_multi=1, merge_trees=False)
+    k2 = tensat_py.optimize(g, solver="highs", k_multi=2, merge_trees=False)
+    got = tensat_py.optimize(g, solver="highs", policy="learned", merge_trees=False)
     assert got.stats["policy_fallback"] is False and got.stats["policy_admitted"] > 0
     assert got.cost_after < default.cost_after
     assert got.cost_after == pytest.approx(k2.cost_after)
@@ -125,9 +128,9 @@ def test_learned_policy_keeps_the_default_program_when_the_second_stage_fails_ve
     def failing(original: object, optimized: object, **kw: object) -> object:
         return verify.VerifyReport(1.0, 1.0, False, message="outputs differ")
 
-    default = tensat_py.optimize(_projections(), solver="highs", k_multi=1)
+    default = tensat_py.optimize(_projections(), solver="highs", k_multi=1, merge_trees=False)
     monkeypatch.setattr(verify, "verify", failing)
-    got = tensat_py.optimize(_projections(), solver="highs", policy="learned")
+    got = tensat_py.optimize(_projections(), solver="highs", policy="learned", merge_trees=False)
     assert got.stats["policy_fallback"] is True and got.stats["policy_admitted"] > 0
     assert got.cost_after == default.cost_after
     assert "failed verification" in got.message and "kept the default" in got.message

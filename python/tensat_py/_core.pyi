@@ -36,6 +36,7 @@ class SaturateStats(TypedDict):
     applied: int
     rejected_type: int
     rejected_cycle: int
+    merge_tree_applied: int
     explore_seconds: float
     search_seconds: float
     apply_seconds: float
@@ -109,11 +110,14 @@ class EGraph:
         cycle_filter: Literal["efficient", "vanilla", "none"] = "efficient",
         policy: Any | None = None,
         mirror_once: bool = True,
+        merge_trees: bool = True,
     ) -> SaturateStats:
         """Explores with ``rules``; ``time_limit`` in seconds; ``policy`` chooses the rules
         and matches of each iteration (``tensat_py.policies``); ``mirror_once`` applies a
         mirror-symmetric merge once per pair of e-classes (``False``: both orders, as
-        Tensat does)."""
+        Tensat does); ``merge_trees`` also applies each such merge, in the e-graph's first
+        iteration, as a tree over every group of three or more operators it can merge
+        (``stats["merge_tree_applied"]``)."""
     def match_counts(self, rules: RuleSet, multi: bool) -> list[int]:
         """Matches per rule of ``rules`` (multi-pattern rules when ``multi``; a
         mirror-symmetric one once per pair of e-classes)."""

@@ -197,6 +197,12 @@ def main(ctx: click.Context) -> None:
     "sequences. learned/astar need the 'learn' extra.",
 )
 @click.option(
+    "--no-merge-trees",
+    is_flag=True,
+    help="Apply merges pairwise only, as Tensat does (default: also as merge trees over "
+    "every group of three or more operators sharing an input, in the first iteration).",
+)
+@click.option(
     "--all-orders",
     is_flag=True,
     help="Apply mirror-symmetric merges to both orders of each pair of e-classes, as "
@@ -244,6 +250,7 @@ def optimize(
     input_shape: tuple[str, ...] = (),
     cost_model: str | None = None,
     all_orders: bool = False,
+    no_merge_trees: bool = False,
     prelude: str | None = None,
 ) -> None:
     """Optimise TARGET: a zoo name (bert, nasrnn, nasneta, resnext50, inceptionv3,
@@ -313,6 +320,7 @@ def optimize(
             **({"min_gain": min_gain} if min_gain is not None else {}),
             **({"confirm": confirm} if confirm is not None else {}),
             **({"mirror_once": False} if all_orders else {}),
+            **({"merge_trees": False} if no_merge_trees else {}),
             gap=gap,
             jobs=jobs,
             ray=ray_address,

@@ -104,12 +104,17 @@ NODES_PER_OPERATOR = 150
 NODE_LIMIT = 50_000
 #: Default ``k_multi`` (``optimize(k_multi=None)``): multi-pattern rules run in the first
 #: two iterations for a program (or region) of at most this many operators, in the first
-#: only for a larger one. Tensat's experiments run k_multi 0, 1 and 2 (its Table 1 at 1);
-#: a second iteration merges the merged operators again, which NasRNN needs: at 1 its
-#: eight matmuls per side and step merge in pairs at best (XLA CPU measured 0.93x), at 2
-#: into two dots per step (measured 1.15-1.31x across runs, the hand-merged bound 1.18-1.28x;
-#: bench/nasrnn_bound.md). The e-graph grows with it (BERT 1,569 -> 12,348 e-nodes, NasRNN
-#: 33,285 at 230 operators), within :data:`NODES_PER_OPERATOR`.
+#: only for a larger one, unless the cost model gives its own (``default_k_multi``: the
+#: ``xla`` model's 1). Tensat's experiments run k_multi 0, 1 and 2 (its Table 1 at 1). A
+#: second iteration merges what the first iteration's rewrites made mergeable, and merged
+#: operators again: under the roofline model (T4) BERT's predicted speedup is 1.298x at 2
+#: and 1.243x at 1, NasNet-A's, InceptionV3's and SqueezeNet's 1.082x, 1.044x, 1.560x
+#: against 1.079x, 1.024x, 1.532x (merge trees on). Merge trees (``merge_trees=True``)
+#: merge whole groups within the first iteration, so the ``xla`` model, whose whole-program
+#: prices the ILP's per-e-node sums do not follow, explores NasRNN at 1 (2,340 e-nodes,
+#: its eight matmuls per side and step merged into one) rather than 2 (34,500, where the
+#: ILP kept 26 matmuls). The e-graph grows with k_multi (BERT 1,721 -> 14,936 e-nodes with
+#: merge trees), within :data:`NODES_PER_OPERATOR`.
 AUTO_K_MULTI_OPERATORS = 256
 
 #: Region by region, the share of the time left that is kept for verification: each
@@ -117,15 +122,19 @@ AUTO_K_MULTI_OPERATORS = 256
 REGION_VERIFY_SHARE = 0.25
 
 
-def k_multi_for(k_multi: int | None, operators: int) -> int:
-    """The ``k_multi`` a program of ``operators`` operators is explored with: ``k_multi``
-    itself when given, else 2 up to :data:`AUTO_K_MULTI_OPERATORS` operators and 1 above.
+def k_multi_for(k_multi: int | None, operators: int, model: Any = None) -> int:
+    """The ``k_multi`` a program of ``operators`` operators is explored with under the cost
+    model ``model``: ``k_multi`` itself when given, else the model's ``default_k_multi``
+    when it has one, else 2 up to :data:`AUTO_K_MULTI_OPERATORS` operators and 1 above.
 
     >>> k_multi_for(None, 230), k_multi_for(None, 1406), k_multi_for(0, 230)
     (2, 1, 0)
     """
     if k_multi is not None:
         return k_multi
+    own = getattr(model, "default_k_multi", None)
+    if own is not None:
+        return int(own)
     return 2 if operators <= AUTO_K_MULTI_OPERATORS else 1
 
 
@@ -157,7 +166,7 @@ class Run:
         gain_floor: the ``min_gain`` in force (fraction of the input's cost).
         cost_before: the input's cost, seconds.
         policy: a rule-choice policy object, or None (every rule).
-        mirror_once: see :func:`tensat_py.optimize`.
+        mirror_once, merge_trees: see :func:`tensat_py.optimize`.
         device: the device the cost model prices for.
         rules_spec, cost_model_spec: the rules and the cost model by name, when they were
             given by name (regions then may be solved in other processes); else None.
@@ -188,6 +197,7 @@ class Run:
     cost_before: float
     policy: Any = None
     mirror_once: bool = True
+    merge_trees: bool = True
     device: str = ""
     rules_spec: Any = None
     cost_model_spec: str | None = None
@@ -263,7 +273,7 @@ def _explore_extract(
     node_limit = lim.node_limit
     if node_limit is None:
         node_limit = min(NODE_LIMIT, NODES_PER_OPERATOR * max(1, graph.num_operators()))
-    k_multi = k_multi_for(lim.k_multi, graph.num_operators())
+    k_multi = k_multi_for(lim.k_multi, graph.num_operators(), run.model)
     t0 = time.perf_counter()
     explore_limit = max(MIN_PHASE_SECONDS, (deadline - t0) / 2)
     with run.budget.phase("exploration"), run.display.phase("exploration"):
@@ -278,6 +288,7 @@ def _explore_extract(
                 cycle_filter=lim.cycle_filter,
                 policy=run.policy,
                 mirror_once=run.mirror_once,
+                merge_trees=run.merge_trees,
             )
         )
         stats["k_multi"] = k_multi
@@ -395,6 +406,7 @@ def _solved_elsewhere(
             limits=run.limits,
             seconds=max(MIN_PHASE_SECONDS, min(total, total * width * size / sum(sizes))),
             mirror_once=run.mirror_once,
+            merge_trees=run.merge_trees,
         )
         for sub, size in zip(subs, sizes, strict=True)
     ]

@@ -146,6 +146,7 @@ def optimize(
     min_gain: float | None = None,
     confirm: bool | Runtime | None = None,
     mirror_once: bool = True,
+    merge_trees: bool = True,
     regions: bool | None = None,
     gap: float = 1e-6,
     jobs: int = 1,
@@ -166,7 +167,8 @@ def optimize(
             the front end that loaded ``graph`` (``Graph.meta["frontend"]``,
             :mod:`tensat_py.frontends`), else ``"taso"``.
         k_multi: iterations in which multi-pattern rules run (Tensat's k_multi). Default
-            (``None``): 2 for a program (or region) of at most
+            (``None``): the cost model's ``default_k_multi`` if it has one (``xla``: 1),
+            else 2 for a program (or region) of at most
             :data:`tensat_py.phases.AUTO_K_MULTI_OPERATORS` (256) operators, 1 above;
             ``stats["k_multi"]`` says which ran.
         node_limit: stop exploring at this many e-nodes. Default (``None``):
@@ -236,6 +238,13 @@ def optimize(
             e-classes (default); ``False`` applies it to both orders, as Tensat does. The
             mirrored application builds the same merged operator with its concatenation
             order reversed, at the same cost (``docs/exploration.md``).
+        merge_trees: in the e-graph's first iteration, also apply each such merge rule as a
+            merge tree over every group of three or more operators it can merge (the
+            matmuls reading one input: pairs, then pairs of pairs, ..., ``n - 1``
+            applications for ``n``), so that ``k_multi=1`` merges NasRNN's eight matmuls per
+            side and step into one (default); ``False``: pairwise only, as Tensat does.
+            ``stats["merge_tree_applied"]`` counts the applications
+            (``docs/exploration.md``).
         regions: optimise the program region by region (:mod:`tensat_py.regions`: cut
             where one value flows, repeated blocks explored and extracted once and applied
             to every copy): ``None`` (default) does so for programs of at least
@@ -336,6 +345,7 @@ def optimize(
             cost_before=model.graph_cost(graph),
             policy=None if isinstance(policy, str) else policy,
             mirror_once=mirror_once,
+            merge_trees=merge_trees,
             device=str(getattr(model, "device", device)),
             verify=verify,
             rules_spec=rules if _by_name(rules) else None,

@@ -44,7 +44,7 @@ class RegionJob:
         cost_model, device: the cost model by name (:func:`tensat_py.cost.get_cost_model`).
         limits: exploration and extraction options (:class:`tensat_py.phases.Limits`).
         seconds: the job's wall-clock budget.
-        mirror_once: see :func:`tensat_py.optimize`.
+        mirror_once, merge_trees: see :func:`tensat_py.optimize`.
     """
 
     nodes: tuple[Node, ...]
@@ -56,6 +56,7 @@ class RegionJob:
     limits: Any
     seconds: float
     mirror_once: bool
+    merge_trees: bool = True
 
     @classmethod
     def of(cls, graph: Graph, **kw: Any) -> RegionJob:
@@ -114,6 +115,7 @@ def solve_region(job: RegionJob) -> RegionResult:
         gain_floor=0.0,
         cost_before=math.nan,
         mirror_once=job.mirror_once,
+        merge_trees=job.merge_trees,
         device=job.device,
         verify=False,
     )

@@ -10,6 +10,7 @@ pub mod cycles;
 pub mod extract;
 pub mod ks_cost;
 pub mod lang;
+pub mod merge_tree;
 pub mod prune;
 pub mod rules;
 pub mod saturate;

@@ -423,7 +423,10 @@ impl EGraph {
     ///
     /// `mirror_once` (default true) applies a mirror-symmetric multi-pattern rule once per
     /// pair of matched e-classes; `False` applies it to both orders, as Tensat does.
-    #[pyo3(signature = (rules, k_multi=1, node_limit=50_000, iter_limit=15, time_limit=60.0, cycle_filter="efficient", policy=None, mirror_once=true))]
+    /// `merge_trees` (default true) also applies each merge rule, in the e-graph's first
+    /// iteration, as a merge tree over every group of three or more operators it can merge
+    /// (`_core::merge_tree`); `stats["merge_tree_applied"]` counts those applications.
+    #[pyo3(signature = (rules, k_multi=1, node_limit=50_000, iter_limit=15, time_limit=60.0, cycle_filter="efficient", policy=None, mirror_once=true, merge_trees=true))]
     fn saturate<'py>(
         &mut self,
         py: Python<'py>,
@@ -435,6 +438,7 @@ impl EGraph {
         cycle_filter: &str,
         policy: Option<Bound<'py, PyAny>>,
         mirror_once: bool,
+        merge_trees: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let config = Config {
             k_multi,
@@ -444,6 +448,7 @@ impl EGraph {
                 .map_err(|e| PyValueError::new_err(format!("time_limit: {e}")))?,
             cycle_filter: CycleFilter::parse(cycle_filter).map_err(PyValueError::new_err)?,
             mirror_once,
+            merge_trees,
         };
         let st = match policy {
             // Exploration runs without the GIL, so Python threads (the progress display) run.
@@ -469,6 +474,7 @@ impl EGraph {
         d.set_item("applied", st.applied)?;
         d.set_item("rejected_type", st.rejected_type)?;
         d.set_item("rejected_cycle", st.rejected_cycle)?;
+        d.set_item("merge_tree_applied", st.merge_tree_applied)?;
         d.set_item("explore_seconds", st.explore_seconds)?;
         d.set_item("search_seconds", st.search_seconds)?;
         d.set_item("apply_seconds", st.apply_seconds)?;

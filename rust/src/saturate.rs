@@ -33,6 +33,7 @@
 use crate::analysis::{infer, Data, TensorAnalysis};
 use crate::cycles::{self, Descendants, FilterList};
 use crate::lang::Mdl;
+use crate::merge_tree::{Group, MergeForm};
 use crate::rules::{Rule, RuleSet};
 use egg::{EGraph, ENodeOrVar, Id, Language, Pattern, RecExpr, Searcher, Subst, Var};
 use rustc_hash::FxHashMap;
@@ -89,6 +90,12 @@ pub struct Config {
     /// order reversed, at the same cost; skipping it halves what the merges add (the zoo's
     /// k_multi=2 e-graphs: BERT 46,756 e-nodes at the node limit -> 12,348 saturated).
     pub mirror_once: bool,
+    /// In the e-graph's first iteration, also apply each merge rule as a merge tree over
+    /// every group of three or more operators it can merge ([`crate::merge_tree`]), unless
+    /// a policy selects that iteration's matches ([`Policy::selects`]):
+    /// `n - 1` applications merge a group of `n` at once, where pairwise applications
+    /// reach `2^k_multi` (default true).
+    pub merge_trees: bool,
 }
 
 impl Default for Config {
@@ -100,6 +107,7 @@ impl Default for Config {
             time_limit: Duration::from_secs(60),
             cycle_filter: CycleFilter::Efficient,
             mirror_once: true,
+            merge_trees: true,
         }
     }
 }
@@ -148,6 +156,8 @@ pub struct Stats {
     pub rejected_type: usize,
     /// Applications refused by the cycle pre-filter.
     pub rejected_cycle: usize,
+    /// Applications made by merge trees ([`Config::merge_trees`]), counted in `applied` too.
+    pub merge_tree_applied: usize,
     /// Total exploration seconds.
     pub explore_seconds: f64,
     /// Seconds searching (pattern matching and multi-pattern joins).
@@ -392,6 +402,7 @@ impl Explorer {
             applied: 0,
             rejected_type: 0,
             rejected_cycle: 0,
+            merge_tree_applied: 0,
             explore_seconds: 0.0,
             search_seconds: 0.0,
             apply_seconds: 0.0,
@@ -426,27 +437,26 @@ impl Explorer {
 
             let t = Instant::now();
             let mut apps = search_single(&self.egraph, &singles, &limits);
+            let mut trees = Vec::new();
             if policy.search_multi(life, config.k_multi) {
-                match policy.multi_rules(life) {
-                    None => apps.extend(search_multi(
-                        &self.egraph,
-                        &multis,
-                        &limits,
-                        config.mirror_once,
-                    )),
-                    Some(chosen) => {
-                        let chosen: Vec<&Rule> = chosen
-                            .iter()
-                            .filter_map(|&i| rules.rules.get(i))
-                            .filter(|r| r.is_multi())
-                            .collect();
-                        apps.extend(search_multi(
-                            &self.egraph,
-                            &chosen,
-                            &limits,
-                            config.mirror_once,
-                        ));
-                    }
+                let searched: Vec<&Rule> = match policy.multi_rules(life) {
+                    None => multis.clone(),
+                    Some(chosen) => chosen
+                        .iter()
+                        .filter_map(|&i| rules.rules.get(i))
+                        .filter(|r| r.is_multi())
+                        .collect(),
+                };
+                apps.extend(search_multi(
+                    &self.egraph,
+                    &searched,
+                    &limits,
+                    config.mirror_once,
+                ));
+                // A policy that selects matches decides every application: merge trees
+                // run under the schedules that apply all matches.
+                if config.merge_trees && life == 0 && !policy.selects(life) {
+                    trees = merge_groups(&self.egraph, &searched);
                 }
             }
             stats.search_seconds += t.elapsed().as_secs_f64();
@@ -499,6 +509,9 @@ impl Explorer {
                     Outcome::Cycle => stats.rejected_cycle += 1,
                 }
             }
+            if stopped.is_none() {
+                unions += self.apply_merge_trees(&trees, config, &limits, &mut stats);
+            }
             stats.apply_seconds += t.elapsed().as_secs_f64();
 
             let post = Instant::now();
@@ -544,6 +557,73 @@ impl Explorer {
         self.iterations_done += stats.iterations;
         stats.explore_seconds = limits.start.elapsed().as_secs_f64();
         stats
+    }
+
+    /// Applies each group's merge tree (level by level, pairs in the group's order); a
+    /// group stops growing at a level where nothing merged. Returns the unions made.
+    fn apply_merge_trees(
+        &mut self,
+        trees: &[(&Rule, MergeForm, Vec<Group>)],
+        config: &Config,
+        limits: &Limits,
+        stats: &mut Stats,
+    ) -> usize {
+        let mut unions = 0;
+        for (rule, form, groups) in trees {
+            for group in groups {
+                let mut level = group.members.clone();
+                while level.len() > 1 {
+                    if limits.hit(&self.egraph).is_some() {
+                        return unions;
+                    }
+                    let mut next = Vec::with_capacity(level.len() / 2 + 1);
+                    for pair in level.chunks(2) {
+                        let [a, b] = pair else {
+                            next.push(pair[0].clone());
+                            continue;
+                        };
+                        let subst = form.pair(group, &a.1, &b.1);
+                        let merged = if rule.check(&self.egraph, &subst) {
+                            let app = Application {
+                                rule,
+                                classes: vec![a.0, b.0],
+                                subst,
+                                leaf: None,
+                            };
+                            // The descendants map predates this iteration's new e-classes:
+                            // the exact search checks for cycles.
+                            match self.apply(&app, config.cycle_filter, None) {
+                                Outcome::Applied(changed) => {
+                                    stats.applied += 1;
+                                    stats.merge_tree_applied += 1;
+                                    unions += changed as usize;
+                                    form.merged(&self.egraph, rule, &app.subst)
+                                }
+                                Outcome::IllTyped => {
+                                    stats.rejected_type += 1;
+                                    None
+                                }
+                                Outcome::Cycle => {
+                                    stats.rejected_cycle += 1;
+                                    None
+                                }
+                            }
+                        } else {
+                            None
+                        };
+                        match merged {
+                            Some(m) => next.push(m),
+                            None => next.extend(pair.iter().cloned()),
+                        }
+                    }
+                    if next.len() == level.len() {
+                        break;
+                    }
+                    level = next;
+                }
+            }
+        }
+        unions
     }
 
     fn apply(
@@ -746,6 +826,19 @@ fn search_single<'r>(egraph: &EG, rules: &[&'r Rule], limits: &Limits) -> Vec<Ap
 }
 
 type Matches = Vec<(Id, Vec<Id>)>;
+
+/// The merge rules among `rules` with their groups of three or more operators
+/// ([`crate::merge_tree`]).
+fn merge_groups<'r>(egraph: &EG, rules: &[&'r Rule]) -> Vec<(&'r Rule, MergeForm, Vec<Group>)> {
+    rules
+        .iter()
+        .filter_map(|&r| {
+            let form = MergeForm::of(r)?;
+            let groups = form.groups(egraph, r);
+            (!groups.is_empty()).then_some((r, form, groups))
+        })
+        .collect()
+}
 
 /// Matches of the multi-pattern `rules` (Tensat Algorithm 1); with `mirror_once`, a
 /// mirror-symmetric rule's combinations only in ascending order of their e-classes.
@@ -985,6 +1078,48 @@ mod tests {
             "(matmul 0 (input x@4_8) (weight a@8_3))",
             "(split_0 (split 1 (matmul 0 (input x@4_8) (concat 1 2 (weight a@8_3) (weight b@8_5)))))"
         ));
+    }
+
+    /// Four matmuls of one input, their weights `a`..`d` of 3, 5, 7 and 2 columns.
+    const FOUR: &str = "(noop (noop (matmul 0 (input x@4_8) (weight a@8_3)) \
+        (matmul 0 (input x@4_8) (weight b@8_5))) (noop (matmul 0 (input x@4_8) (weight c@8_7)) \
+        (matmul 0 (input x@4_8) (weight d@8_2))))";
+    const ALL_FOUR: &str = "(matmul 0 (input x@4_8) (concat 1 2 \
+        (concat 1 2 (weight a@8_3) (weight b@8_5)) (concat 1 2 (weight c@8_7) (weight d@8_2))))";
+
+    #[test]
+    fn a_merge_tree_merges_a_group_of_four_in_one_iteration() {
+        let (mut ex, stats) = explore(MATMUL_MERGE, FOUR, &Config::default());
+        assert_eq!(stats.merge_tree_applied, 3);
+        let before = ex.egraph.total_number_of_nodes();
+        ex.egraph.add_expr(&ALL_FOUR.parse().unwrap());
+        assert_eq!(
+            ex.egraph.total_number_of_nodes(),
+            before,
+            "the four-way merge is there"
+        );
+        // c is the first part of the right half of the merged matmul
+        assert!(same_class(
+            &mut ex,
+            "(matmul 0 (input x@4_8) (weight c@8_7))",
+            &format!("(split_0 (split 1 (split_1 (split 1 {ALL_FOUR}))))")
+        ));
+    }
+
+    #[test]
+    fn without_merge_trees_one_iteration_merges_pairs_only() {
+        let cfg = Config {
+            merge_trees: false,
+            ..Config::default()
+        };
+        let (mut ex, stats) = explore(MATMUL_MERGE, FOUR, &cfg);
+        assert_eq!(stats.merge_tree_applied, 0);
+        let before = ex.egraph.total_number_of_nodes();
+        ex.egraph.add_expr(&ALL_FOUR.parse().unwrap());
+        assert!(
+            ex.egraph.total_number_of_nodes() > before,
+            "the four-way merge is new"
+        );
     }
 
     #[test]

@@ -958,6 +958,16 @@ class XlaCostModel(ColdWeights, OpCostModel):
     name = "xla"
     needs_producers = True
 
+    @property
+    def default_k_multi(self) -> int | None:
+        """The ``k_multi`` :func:`tensat_py.optimize` explores with when none is given
+        (:func:`tensat_py.phases.k_multi_for`): 1 while :attr:`programs` (whole programs
+        priced as XLA compiles them), else None (the pipeline's default). Extraction
+        minimises a sum of per-e-node prices, and at ``k_multi=2`` that sum chose NasRNN's
+        26-matmul program, priced 3.56 ms whole against 3.10 ms for the full merges that
+        merge trees make in the first iteration (``docs/exploration.md``)."""
+        return 1 if self.programs else None
+
     def __init__(
         self,
         device: str = "cpu",
