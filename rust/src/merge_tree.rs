@@ -5,8 +5,9 @@
 //! 1 (matmul ?a ?x (concat 1 2 ?w1 ?w2)))), ...`. Applied pairwise for `k_multi` iterations
 //! it merges at most `2^k_multi` operators, through every pair, triple, ... of them: the
 //! eight matmuls NasRNN's cell reads `x` with (Tensat's largest win) need `k_multi = 3`,
-//! where NasRNN's e-graph passes 120,000 e-nodes within 3 iterations and still holds 13
-//! matmuls where 10 would do (measured at 0.2.0 with a matmul-counting cost model).
+//! where NasRNN's e-graph reaches a 120,000 e-node limit in the third iteration and the
+//! best program 300 s of extraction found under a cost model that counts matmuls still
+//! holds 13 where 10 would do (`docs/exploration.md`).
 //!
 //! A merge tree takes the matches of the rule's first source that bind the variables both
 //! sources share (the input `?x`, the activation `?a`) alike: a *group*, the operators
