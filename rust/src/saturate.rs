@@ -500,14 +500,8 @@ impl Explorer {
                     stopped = Some(r);
                     break;
                 }
-                match self.apply(app, config.cycle_filter, desc.as_ref()) {
-                    Outcome::Applied(changed) => {
-                        stats.applied += 1;
-                        unions += changed as usize;
-                    }
-                    Outcome::IllTyped => stats.rejected_type += 1,
-                    Outcome::Cycle => stats.rejected_cycle += 1,
-                }
+                let outcome = self.apply(app, config.cycle_filter, desc.as_ref());
+                unions += stats.record(&outcome);
             }
             if stopped.is_none() {
                 unions += self.apply_merge_trees(&trees, config, &limits, &mut stats);
@@ -592,21 +586,13 @@ impl Explorer {
                             };
                             // The descendants map predates this iteration's new e-classes:
                             // the exact search checks for cycles.
-                            match self.apply(&app, config.cycle_filter, None) {
-                                Outcome::Applied(changed) => {
-                                    stats.applied += 1;
-                                    stats.merge_tree_applied += 1;
-                                    unions += changed as usize;
-                                    form.merged(&self.egraph, rule, &app.subst)
-                                }
-                                Outcome::IllTyped => {
-                                    stats.rejected_type += 1;
-                                    None
-                                }
-                                Outcome::Cycle => {
-                                    stats.rejected_cycle += 1;
-                                    None
-                                }
+                            let outcome = self.apply(&app, config.cycle_filter, None);
+                            unions += stats.record(&outcome);
+                            if matches!(outcome, Outcome::Applied(_)) {
+                                stats.merge_tree_applied += 1;
+                                form.merged(&self.egraph, rule, &app.subst)
+                            } else {
+                                None
                             }
                         } else {
                             None
@@ -694,6 +680,26 @@ enum Outcome {
     Applied(bool),
     IllTyped,
     Cycle,
+}
+
+impl Stats {
+    /// Counts one application's outcome; returns the unions it made (0 or 1).
+    fn record(&mut self, outcome: &Outcome) -> usize {
+        match outcome {
+            Outcome::Applied(changed) => {
+                self.applied += 1;
+                *changed as usize
+            }
+            Outcome::IllTyped => {
+                self.rejected_type += 1;
+                0
+            }
+            Outcome::Cycle => {
+                self.rejected_cycle += 1;
+                0
+            }
+        }
+    }
 }
 
 #[derive(Clone)]
