@@ -73,10 +73,8 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
 
     import tensat_py
     from tensat_py.bench_hlo import HloRow, _estimated, _rel_err
-    from tensat_py.frontends.hlo import dumps, entry_leaves
-    from tensat_py.runtime import numpy_exec, timing
-    from tensat_py.runtime.protocol import XlaCpu, _xla_runnable, weight_positions
-    from tensat_py.runtime.xla_exec import Placement, freeze_weights
+    from tensat_py.runtime import timing
+    from tensat_py.runtime.protocol import XlaCpu
 
     row = HloRow(f"zoo_{name}.hlo")
     try:
@@ -97,21 +95,12 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
         row.cost_model = f"{res.cost_model}/{res.device}"
         row.estimated = _estimated(res.stats)
         row.verify_runner = res.verify.runner if res.verify else ""
-        feeds = numpy_exec.random_feeds(g, seed=1)
-        runs = []
-        placement = Placement()  # the programs share their input arrays
-        for prog in (g, res.graph, g):
-            fg, ff = freeze_weights(prog, feeds)
-            text = dumps(fg)
-            args = [ff[n] for n in entry_leaves(fg)]
-            runs.append(_xla_runnable(text, args, placement, weight_positions(fg)))
+        runs = frozen_runs(g, (g, res.graph, g))
         outs = [r() for r in runs[:2]]
         a = [o[0] for o in outs[0]]
         b = [o[0] for o in outs[1]]
         row.max_rel_err = _rel_err(a, b)
-        warm = timing.rotating(runs, rounds=1, warmup=1)
-        per = max(sum(t[0] for t in warm), 1e-6)
-        times = timing.rotating(runs, rounds=max(10, min(200, int(budget_s / per))), warmup=0)
+        times = side_by_side(runs, budget_s)
         row.run_ms_orig, row.run_ms_opt, row.run_ms_orig2 = (
             statistics.median(t) * 1e3 for t in times
         )
@@ -124,6 +113,37 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
         )
         traceback.print_exc()
     return asdict(row)
+
+
+def frozen_runs(graph, programs) -> list:
+    """One XLA CPU runnable per program of ``programs`` (computing what ``graph`` does):
+    weight-only operators pre-computed, printed as HLO with weights as entry parameters,
+    compiled once; the random inputs (seed 1) one placed copy for all, each program with
+    weights of its own (:func:`tensat_py.runtime.protocol._xla_runnable`)."""
+    from tensat_py.frontends.hlo import dumps, entry_leaves
+    from tensat_py.runtime import numpy_exec
+    from tensat_py.runtime.protocol import _xla_runnable, weight_positions
+    from tensat_py.runtime.xla_exec import Placement, freeze_weights
+
+    feeds = numpy_exec.random_feeds(graph, seed=1)
+    placement = Placement()  # the programs share their input arrays
+    runs = []
+    for prog in programs:
+        fg, ff = freeze_weights(prog, feeds)
+        args = [ff[n] for n in entry_leaves(fg)]
+        runs.append(_xla_runnable(dumps(fg), args, placement, weight_positions(fg)))
+    return runs
+
+
+def side_by_side(runs, budget_s: float) -> list[list[float]]:
+    """Seconds of each runnable per round: one untimed round, then rotating rounds
+    (:func:`tensat_py.runtime.timing.rotating`) for about ``budget_s`` seconds, 10 to
+    200 of them."""
+    from tensat_py.runtime import timing
+
+    warm = timing.rotating(runs, rounds=1, warmup=1)
+    per = max(sum(t[0] for t in warm), 1e-6)
+    return timing.rotating(runs, rounds=max(10, min(200, int(budget_s / per))), warmup=0)
 
 
 def _geomean(xs: list[float]) -> float:
