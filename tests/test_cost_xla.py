@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from tensat_py import ops
 from tensat_py.cli import main
-from tensat_py.cost import get_cost_model, xla
+from tensat_py.cost import get_cost_model, xla, xla_regions
 from tensat_py.cost.base import make_context
 from tensat_py.cost.database import ProfileDatabase
 from tensat_py.cost.profile import canonical, signature
@@ -389,7 +389,7 @@ def test_a_region_s_figure_is_the_median_of_tries_made_in_rounds(quick, monkeypa
     monkeypatch.setattr(xla.XlaCostModel, "dispatch", lambda self: 0.0)
     model = xla.XlaCostModel()
     optimised = parse_module(xla_exec.compile_text(SMALL_HLO).hlo_modules()[0].to_string())
-    regions = [i for i in optimised.entry.instructions if i.opcode not in xla._FREE_OPCODES]
+    regions = [i for i in optimised.entry.instructions if i.opcode not in xla_regions.FREE_OPCODES]
     assert len(regions) == 2  # the dot and the fusion after it
     cost = model.program_seconds(SMALL_HLO)
     assert model.measured == 3  # two regions, one pair
@@ -459,11 +459,11 @@ def test_a_pair_module_runs_the_producer_then_the_consumer(quick) -> None:
     from tensat_py.runtime import xla_exec
 
     optimised = parse_module(xla_exec.compile_text(SMALL_HLO).hlo_modules()[0].to_string())
-    dot, fusion = [i for i in optimised.entry.instructions if i.opcode not in xla._FREE_OPCODES]
+    dot, fusion = [i for i in optimised.entry.instructions if i.opcode not in xla_regions.FREE_OPCODES]
     text = xla.pair_module(optimised, dot, fusion)
     again = parse_module(xla_exec.compile_text(text).hlo_modules()[0].to_string())
     kinds = [xla.region_kind(i) for i in again.entry.instructions]
-    assert [k for k in kinds if k[0] not in xla._FREE_OPCODES] == [
+    assert [k for k in kinds if k[0] not in xla_regions.FREE_OPCODES] == [
         xla.region_kind(dot),
         xla.region_kind(fusion),
     ]
