@@ -459,7 +459,9 @@ def test_a_pair_module_runs_the_producer_then_the_consumer(quick) -> None:
     from tensat_py.runtime import xla_exec
 
     optimised = parse_module(xla_exec.compile_text(SMALL_HLO).hlo_modules()[0].to_string())
-    dot, fusion = [i for i in optimised.entry.instructions if i.opcode not in xla_regions.FREE_OPCODES]
+    dot, fusion = [
+        i for i in optimised.entry.instructions if i.opcode not in xla_regions.FREE_OPCODES
+    ]
     text = xla.pair_module(optimised, dot, fusion)
     again = parse_module(xla_exec.compile_text(text).hlo_modules()[0].to_string())
     kinds = [xla.region_kind(i) for i in again.entry.instructions]

@@ -174,10 +174,18 @@ def test_cli_all_orders_applies_mirror_symmetric_merges_both_ways() -> None:
     assert enodes("--all-orders") > 2 * enodes()
 
 
-def test_rules_list_marks_the_mirror_symmetric_merges() -> None:
+def test_rules_list_marks_the_mirror_symmetric_merges_and_the_merge_trees() -> None:
     out = CliRunner().invoke(main, ["rules", "list", "taso"])
     assert out.exit_code == 0, out.output
     marked = [ln for ln in out.output.splitlines() if "[mirror-symmetric" in ln]
     assert any("matmul-merge-rhs:" in ln for ln in marked)
     assert not any("conv-enlarge-merge:" in ln for ln in marked)
-    assert out.output.rstrip().endswith("(14 multi-pattern, 8 mirror-symmetric)")
+    # merges whose two sources share a tensor (one input, two weights) are also merged
+    # as a tree in the first iteration; relu's merge of two unrelated tensors is not
+    trees = [ln for ln in marked if "merge tree in the first iteration" in ln]
+    assert any("matmul-merge-rhs:" in ln for ln in trees)
+    assert any("conv-merge-weights:" in ln for ln in trees)
+    assert not any("relu-merge-2d-axis1:" in ln for ln in trees)
+    assert out.output.rstrip().endswith(
+        f"(14 multi-pattern, 8 mirror-symmetric, {len(trees)} with merge trees)"
+    )

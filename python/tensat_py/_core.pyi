@@ -93,6 +93,11 @@ class RuleSet:
     def mirror_symmetric(self, index: int) -> bool:
         """Whether rule ``index`` is a mirror-symmetric merge, applied once per pair of
         e-classes by ``saturate(mirror_once=True)``."""
+    def merge_tree(self, index: int) -> bool:
+        """Whether rule ``index`` is also applied as a merge tree: a mirror-symmetric merge
+        whose sources share a tensor variable, which ``saturate(merge_trees=True)`` applies
+        in the first iteration as a balanced tree over every group of operators sharing
+        that input (``docs/exploration.md``, "Merge trees")."""
     def check_conditions(self, index: int, bindings: Mapping[str, Any]) -> bool: ...
     def __len__(self) -> int: ...
 

@@ -585,14 +585,21 @@ def rules_list(file: str) -> None:
     except USER_ERRORS as e:
         _fail(_one_line(e))
         return
-    once = 0
+    once = trees = 0
     for k, (name, srcs, tgts, line) in enumerate(rs.describe()):
         mark = ""
         if rs.mirror_symmetric(k):
             once += 1
-            mark = "  [mirror-symmetric: once per pair]"
+            mark = "  [mirror-symmetric: once per pair"
+            if rs.merge_tree(k):
+                trees += 1
+                mark += "; merge tree in the first iteration"
+            mark += "]"
         click.echo(f"{line:5d}  {name}: {', '.join(srcs)} => {', '.join(tgts)}{mark}")
-    click.echo(f"{len(rs)} rules ({rs.num_multi()} multi-pattern, {once} mirror-symmetric)")
+    click.echo(
+        f"{len(rs)} rules ({rs.num_multi()} multi-pattern, {once} mirror-symmetric, "
+        f"{trees} with merge trees)"
+    )
 
 
 @rules.command("export")

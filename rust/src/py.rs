@@ -314,6 +314,13 @@ impl RuleSet {
         Ok(self.rule(index)?.is_mirror_symmetric())
     }
 
+    /// Is rule `index` applied as a merge tree too (`crate::merge_tree::MergeForm`: a
+    /// mirror-symmetric merge whose sources share a tensor variable; `saturate(merge_trees=True)`
+    /// merges each group of operators sharing an input whole in the first iteration)?
+    fn merge_tree(&self, index: usize) -> PyResult<bool> {
+        Ok(crate::merge_tree::MergeForm::of(self.rule(index)?).is_some())
+    }
+
     /// The conditions of rule `index` (file order), each in DSL syntax.
     fn conditions(&self, index: usize) -> PyResult<Vec<String>> {
         Ok(self
