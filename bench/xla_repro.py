@@ -89,14 +89,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pricings", type=int, default=3, help="fresh-cache pricings per module")
     p.add_argument("--budget", type=float, default=3.0, help="seconds of timed runs each")
     p.add_argument("--time-limit", type=float, default=60.0, help="optimize() per module")
-    p.add_argument("--out", type=Path, default=ROOT / "bench" / "xla_repro.md")
+    p.add_argument(
+        "--out", type=Path, default=ROOT / "bench" / "xla_repro.md", help="the markdown report"
+    )
     a = p.parse_args(argv)
     if a.sessions < 1 or a.pricings < 0 or a.budget <= 0:
         p.error("--sessions must be at least 1, --pricings at least 0, --budget positive")
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
+    graphs = {}
     for name in a.modules:
-        g = _load(name)
+        try:
+            graphs[name] = _load(name)
+        except (OSError, ValueError) as e:  # not a zoo name, a file that does not parse
+            p.error(str(e).strip().splitlines()[0])
+    for name, g in graphs.items():
         if g is None:
             rows.append({"module": Path(name).stem, "status": "missing", "kept": False})
             continue
