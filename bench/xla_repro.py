@@ -81,7 +81,7 @@ def _span(xs: list[float]) -> str:
 def main(argv: list[str] | None = None) -> None:
     import tensat_py
     from tensat_py.runtime.timing import paired_ratio
-    from xla_bench import frozen_runs, side_by_side
+    from xla_bench import FALLBACK, frozen_runs, side_by_side
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("modules", nargs="*", default=list(DEFAULT), help="zoo names or HLO files")
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         res = tensat_py.optimize(
             g, cost_model="xla", device="cpu", time_limit=a.time_limit, confirm=False
         )
-        kept = res.graph is not g and not res.extraction_status.startswith("fallback")
+        kept = not res.extraction_status.startswith(FALLBACK)  # as xla_bench.kept
         row = {"module": Path(name).stem, "status": res.extraction_status, "graph": g}
         row.update(candidate=res.graph, kept=kept, measured=[], aa=[], fresh=[])
         row["predicted"] = res.cost_before / res.cost_after if kept else 1.0
