@@ -13,7 +13,9 @@ The concatenated weights are made once, outside the timed function, as a hand-wr
 model stores them; every weight is its own argument (one entry parameter, as in the zoo's
 HLO), so no slice of a stacked array is copied before its dot. Each pair is checked to
 compute the same state (float32, relative 1e-5), then timed through ``jax.jit`` side by
-side with an A/A (a second copy of ``separate``): rotating rounds, the speedup the median
+side with an A/A (a second copy of ``separate``): rotating rounds (each timed run right
+after an untimed run of the same program, as confirmation times short programs), the
+speedup the median
 of the per-round ratios with its 95 % interval (``tensat_py.runtime.timing``).
 
 Beside them, in the same rotating rounds, the optimiser's program (``--tensat``, the
@@ -40,7 +42,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tensat_py.runtime.timing import median_interval, paired_ratios, rotating
+from tensat_py.runtime.timing import lead_in_for, median_interval, paired_ratios, rotating
 
 STEPS, HIDDEN = 5, 512
 
@@ -234,7 +236,8 @@ def main() -> None:
     if ours is not None:
         calls += ours["calls"]
     t0 = time.perf_counter()
-    times = rotating(calls, rounds=args.rounds, warmup=5)
+    warm = [t[0] for t in rotating(calls, rounds=1, warmup=5)]
+    times = rotating(calls, rounds=args.rounds, warmup=0, lead_in=lead_in_for(warm))
     seconds = time.perf_counter() - t0
     rows = []
     for label, i in (("A/A (separate, second copy)", 1), ("merged2", 2), ("merged1", 3)):

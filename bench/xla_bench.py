@@ -136,14 +136,13 @@ def frozen_runs(graph, programs) -> list:
 
 
 def side_by_side(runs, budget_s: float) -> list[list[float]]:
-    """Seconds of each runnable per round: one untimed round, then rotating rounds
-    (:func:`tensat_py.runtime.timing.rotating`) for about ``budget_s`` seconds, 10 to
-    200 of them."""
+    """Seconds of each runnable per round, as confirmation times them
+    (:func:`tensat_py.runtime.timing.side_by_side`: one untimed round, then rotating
+    rounds, each timed run after an untimed run of its own where the programs are short)
+    for about ``budget_s`` seconds, 10 to 200 rounds."""
     from tensat_py.runtime import timing
 
-    warm = timing.rotating(runs, rounds=1, warmup=1)
-    per = max(sum(t[0] for t in warm), 1e-6)
-    return timing.rotating(runs, rounds=max(10, min(200, int(budget_s / per))), warmup=0)
+    return timing.side_by_side(runs, budget_s, min_rounds=10, max_rounds=200)[0]
 
 
 def _geomean(xs: list[float]) -> float:
@@ -201,7 +200,8 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
         "",
         "`predicted`: the cost model's speedup for the program it kept (cost before / "
         "after; 1.000 when it kept the input). `measured`: original / optimised run time "
-        "on XLA CPU, the median of per-round ratios of round-robin runs (the programs "
+        "on XLA CPU, the median of per-round ratios of round-robin runs (a run under "
+        "0.1 s timed right after an untimed run of the same program; the programs "
         "read one placed copy of the inputs, each holds its own weights); `A/A`: the "
         "original against a second compilation of itself, measured the same way (the "
         "noise). Both are measured; only `predicted` is a prediction. `(N est.)` after a "

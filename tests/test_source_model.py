@@ -128,7 +128,7 @@ def test_the_candidate_must_beat_both_the_export_and_the_source_model(monkeypatc
     # The input's export, its copy (the A/A), the candidate, the source model.
     base = [2.0, 2.0, 1.0, 1.5]
 
-    def rotating(calls, rounds, warmup, clock=None):
+    def rotating(calls, rounds, warmup, clock=None, lead_in=0):
         assert len(calls) == 4
         return [[base[i]] * rounds for i in range(len(calls))]
 

@@ -8,7 +8,8 @@ configuration: by default the roofline model's ``t4`` preset; ``cost_model="xla"
 programs as XLA's CPU client runs them), and time both
 modules with XLA's full CPU pipeline
 (:func:`tensat_py.runtime.xla_exec.time_interleaved`: one compilation each, a warm-up run,
-then round-robin runs for about ``budget_s`` seconds) on the same random arguments.
+then round-robin runs for about ``budget_s`` seconds, a run under 0.1 s right after an
+untimed run of the same module) on the same random arguments.
 The original is compiled and timed twice; the ratio of the two (the *A/A* column) is the
 noise floor a run-time ratio must beat. ``run ms`` is each module's fastest run; ``run
 ratio`` and ``A/A`` are medians of per-round ratios

@@ -13,10 +13,14 @@ autotuners confirm candidates by running them (TVM, Chen et al., OSDI 2018),
 (:mod:`tensat_py.runtime.protocol`: onnxruntime on the CPU for ONNX and built graphs, XLA
 on the CPU for HLO) on the same inputs and weights, in rotating rounds
 (:func:`tensat_py.runtime.timing.rotating`), and returns the median of the per-round
-ratios. A second copy of the input, prepared apart and timed in the same rounds (the
-*A/A*), says how far two runs of one program differ there: its ratio and a confidence
-interval for it (:func:`tensat_py.runtime.timing.median_interval`) are the noise a
-speedup is read against.
+ratios; where the programs run for less than
+:data:`~tensat_py.runtime.timing.LEAD_IN_SECONDS`, each timed run comes right after an
+untimed run of the same program, so that a small candidate is not timed in the caches a
+large input leaves (:func:`tensat_py.runtime.timing.side_by_side`). A second copy of the
+input, prepared apart and timed in the same rounds (the *A/A*), says how far two runs of
+one program differ there: its ratio and a confidence interval for it
+(:func:`tensat_py.runtime.timing.median_interval`) are the noise a speedup is read
+against.
 
 On XLA (:class:`~tensat_py.runtime.protocol.XlaCpu`) every program is timed with its
 weight-only operators pre-computed (:func:`tensat_py.runtime.xla_exec.freeze_weights`),
@@ -145,12 +149,9 @@ def measured_speedup(
     source = runtime.prepare_source(graph, inputs)
     if source is not None:
         calls.append(source)
-    clock = runtime.clock
-    warm = timing.rotating(calls, rounds=1, warmup=1, clock=clock)
-    per_round = max(sum(t[0] for t in warm), 1e-6)
-    left = budget - (time.perf_counter() - t0)  # loading and the warm-up count too
-    rounds = max(min_rounds, min(max_rounds, int(left / per_round)))
-    times = timing.rotating(calls, rounds=rounds, warmup=0, clock=clock)
+    left = budget - (time.perf_counter() - t0)  # loading counts too
+    times, _ = timing.side_by_side(calls, left, min_rounds, max_rounds, clock=runtime.clock)
+    rounds = len(times[0])
     nan = math.nan
     cand = times[2] if candidate is not None else None
     src = times[-1] if source is not None else None

@@ -308,7 +308,9 @@ def time_interleaved(
     texts: Sequence[str], args: Sequence[np.ndarray], budget_s: float = 2.0, max_rounds: int = 5000
 ) -> list[Timing]:
     """Compile each text (timed, uncached), warm each up, then run them side by side
-    (:func:`tensat_py.runtime.timing.rotating`) for about ``budget_s`` seconds (at most
+    (:func:`tensat_py.runtime.timing.rotating`, each timed run after an untimed run of the
+    same module where they are short: :func:`~tensat_py.runtime.timing.lead_in_for`) for
+    about ``budget_s`` seconds (at most
     ``max_rounds`` rounds); each :class:`Timing` has the fastest run (``run_s``) and every
     run (``runs``; compare two modules with
     :func:`tensat_py.runtime.timing.paired_ratio` on their ``runs``). When one round
@@ -335,12 +337,13 @@ def time_interleaved(
         t1 = time.perf_counter()
         call()
         warm.append(time.perf_counter() - t1)
-    per_round = max(sum(warm), 1e-6)
+    lead_in = timing.lead_in_for(warm)
+    per_round = max(sum(warm), 1e-6) * (1 + lead_in)
     rounds = int(min(max_rounds, budget_s / per_round))
     if rounds == 0:
         times = [[w] for w in warm]
     else:
-        times = timing.rotating(calls, rounds=rounds, warmup=0)
+        times = timing.rotating(calls, rounds=rounds, warmup=0, lead_in=lead_in)
     return [Timing(c, min(t), o, tuple(t)) for c, t, o in zip(compile_s, times, outs, strict=True)]
 
 
