@@ -8,15 +8,16 @@ one round together and cancels out of that round's ratio, where it would shift a
 or minimum taken over each program's runs separately.
 
 A program that runs for a short while is timed right after an untimed run of itself
-(``lead_in``, :func:`side_by_side`): rotated one run a turn, each run follows another
-program, and a small candidate after a large input finds its data evicted by the input's
-temporaries, while copies of the input also follow the candidate. On a 2-core AMD EPYC
-virtual machine (2026-11-28, XLA CPU, jaxlib 0.10.2, three sessions of 3 s each),
-jax_linear_attention's optimised program measured 4.33-4.57x its input one run a turn
-and 4.98-5.46x with a lead-in, against 5.44-5.89x with each program run in a loop of
-its own; jax_gcn_layer 5.99-6.02x against 6.17-6.33x (6.0-6.7x in loops); the A/A stayed
-within 1 % either way, and zoo BERT (1.22x) and NasRNN, whose runs take milliseconds,
-measured the same within their spread.
+(``lead_in``, :func:`side_by_side`). Rotated one run a turn, each run follows another
+program, and the first runs after a switch are slower; of three programs (the input, its
+copy, a candidate), the candidate always follows a copy of the input, while each copy
+follows the candidate in some rounds, so a small candidate is timed in the caches a large
+input leaves. On a 2-core AMD EPYC virtual machine (2026-11-28, XLA CPU, jaxlib 0.10.2,
+three sessions of 3 s each), jax_linear_attention's optimised program measured
+4.33-4.57x its input one run a turn and 4.98-5.46x with a lead-in, against 5.44-5.89x
+with each program run in a loop of its own; jax_gcn_layer 5.99-6.02x against 6.17-6.33x
+(6.0-6.7x in loops), their A/A within 1 % of 1 either way; zoo BERT, whose runs take
+about 30 ms, measured 1.22-1.24x against 1.21-1.24x.
 """
 
 from __future__ import annotations
