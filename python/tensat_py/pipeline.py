@@ -216,7 +216,7 @@ def optimize(
             the input as an A/A control, on the input's runtime (XLA's CPU client for HLO
             input; onnxruntime on the CPU, ``ORT_ENABLE_ALL``, otherwise; or the
             :class:`tensat_py.runtime.protocol.Runtime` given here instead of True;
-            :func:`tensat_py.runtime.confirm.measured_speedup`, at least 5 rotating rounds
+            :func:`tensat_py.runtime.confirm.measured_speedup`, 5 to 200 rotating rounds
             within the time left, at most 10 s) and keep the candidate only if it measures
             at least :data:`CONFIRM_MARGIN` (1 %) faster. The result names the runtime
             and the A/A (``stats["measured_on"]``, ``stats["measured_aa"]``,
