@@ -20,6 +20,21 @@ The report gives, per module, the optimisation's prediction, the range of the fr
 predictions and of the measured speedups over the sessions, the A/A range, and how many
 sessions' measured speedups the optimisation's prediction is within 5 % of.
 
+It also says how steady the machine itself was, since a prediction cannot agree with a
+measurement more closely than the measurement agrees with itself:
+
+* before and after the modules, a reference kernel (a 256 x 256 by 256 x 256 float32 dot,
+  a library call on every core) is timed in back-to-back tries for ``--steady`` seconds:
+  the share of tries within 1.1x of its fast time (the tries' 10th percentile), 1.1-1.3x,
+  1.3-1.7x and at least 1.7x, and a timeline of them (:func:`steadiness`);
+* per module, the rounds sorted by the pace of the input's second copy (the A/A's, run in
+  the same round; not the input itself, whose slow runs would raise the very ratios they
+  select): the share of rounds in which that copy ran at least 1.3x its fast time, and
+  the measured speedup over the rounds in which it ran within 1.1x of it (*fast rounds*)
+  beside the speedup over the rounds in which it ran at least 1.3x (*slow rounds*)
+  (:func:`by_pace`): where the two differ, what the measurement says depends on the state
+  the machine was in while it ran.
+
     python bench/xla_repro.py --out bench/xla_repro.md
 """
 
@@ -49,6 +64,105 @@ DEFAULT = (
 )
 #: Share within which a prediction counts as agreeing with a measurement (the goal's).
 WITHIN = 0.05
+#: Bounds of the bands a time is sorted into, as multiples of the fast time of its kind
+#: (the 10th percentile): below 1.1x, 1.1-1.3x, 1.3-1.7x, at least 1.7x.
+BANDS = (1.1, 1.3, 1.7)
+#: One timeline mark per band, in the order of :data:`BANDS`' bands.
+MARKS = ".-+#"
+#: Tries per timeline mark (their median is marked).
+TRIES_PER_MARK = 4
+#: The reference kernel of :func:`steadiness`: a float32 256 x 256 by 256 x 256 dot.
+REFERENCE_HLO = """HloModule reference
+
+ENTRY main {
+  x = f32[256,256]{1,0} parameter(0)
+  w = f32[256,256]{1,0} parameter(1)
+  ROOT d = f32[256,256]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def fast_time(times: list[float]) -> float:
+    """The fast time of ``times`` (seconds): their 10th percentile (the lower one)."""
+    xs = sorted(times)
+    return xs[(len(xs) - 1) // 10]
+
+
+def band(x: float, fast: float) -> int:
+    """The band (0 to 3, :data:`BANDS`) of time ``x`` against fast time ``fast``.
+
+    >>> [band(t, 1.0) for t in (1.0, 1.2, 1.5, 2.0)]
+    [0, 1, 2, 3]
+    """
+    return sum(x >= b * fast for b in BANDS)
+
+
+def shares(times: list[float], fast: float | None = None) -> list[float]:
+    """Share of ``times`` in each band (:func:`band`) against ``fast`` (default: their own
+    fast time).
+
+    >>> shares([1.0] * 7 + [1.2, 1.5, 2.0])
+    [0.7, 0.1, 0.1, 0.1]
+    >>> shares([2.0, 2.0], fast=1.0)
+    [0.0, 0.0, 0.0, 1.0]
+    """
+    fast = fast_time(times) if fast is None else fast
+    counts = [0] * (len(BANDS) + 1)
+    for x in times:
+        counts[band(x, fast)] += 1
+    return [c / len(times) for c in counts]
+
+
+def timeline(times: list[float], fast: float | None = None) -> str:
+    """One mark (:data:`MARKS`) per :data:`TRIES_PER_MARK` tries in order, the band of
+    their median against ``fast`` (default: the fast time of all ``times``).
+
+    >>> timeline([1.0] * 4 + [2.0] * 4 + [1.2] * 3)
+    '.#-'
+    """
+    fast = fast_time(times) if fast is None else fast
+    marks = []
+    for k in range(0, len(times), TRIES_PER_MARK):
+        marks.append(MARKS[band(statistics.median(times[k : k + TRIES_PER_MARK]), fast)])
+    return "".join(marks)
+
+
+def steadiness(seconds: float) -> dict[str, Any]:
+    """Tries of :data:`REFERENCE_HLO` back to back for about ``seconds`` (each try the
+    lower quartile of the xla backend's timed calls, as a region's try is,
+    :meth:`tensat_py.cost.xla.XlaBackend.time_module`): ``{"tries": their seconds in
+    order, "seconds": wall seconds taken}``."""
+    import numpy as np
+    from tensat_py.cost.xla import XlaBackend
+
+    rng = np.random.default_rng(0)
+    args = [rng.uniform(0.5, 1.5, (256, 256)).astype(np.float32) for _ in range(2)]
+    backend = XlaBackend()
+    backend.time_module(REFERENCE_HLO, args)  # compiled and warm before the clock
+    tries: list[float] = []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds or not tries:
+        tries.append(backend.time_module(REFERENCE_HLO, args).low)
+    return {"tries": tries, "seconds": time.perf_counter() - t0}
+
+
+def by_pace(pace: list[float], base: list[float], other: list[float]) -> tuple[float, float, float]:
+    """From per-round seconds of three programs timed side by side, ``pace`` (a program
+    that tells the machine's state: the input's second copy), ``base`` (the input) and
+    ``other`` (the program kept): the share of rounds in which ``pace`` ran at least 1.3x
+    its fast time, and the speedup (median of per-round ``base / other``) over the rounds
+    in which it ran within 1.1x of its fast time, and over those in which it ran at least
+    1.3x (NaN where there are none).
+
+    >>> by_pace([1.0] * 8 + [2.0] * 2, [2.0] * 8 + [6.0] * 2, [1.0] * 10)
+    (0.2, 2.0, 6.0)
+    """
+    fast = fast_time(pace)
+    rounds = list(zip(pace, base, other, strict=True))
+    fast_rounds = [a / b for p, a, b in rounds if band(p, fast) == 0]
+    slow_rounds = [a / b for p, a, b in rounds if band(p, fast) >= 2]
+    med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
+    return len(slow_rounds) / len(pace), med(fast_rounds), med(slow_rounds)
 
 
 def _load(name: str) -> Any:
@@ -90,12 +204,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--budget", type=float, default=3.0, help="seconds of timed runs each")
     p.add_argument("--time-limit", type=float, default=60.0, help="optimize() per module")
     p.add_argument(
+        "--steady",
+        type=float,
+        default=20.0,
+        help="seconds of reference-kernel tries before and after the modules (0: none)",
+    )
+    p.add_argument(
         "--out", type=Path, default=ROOT / "bench" / "xla_repro.md", help="the markdown report"
     )
     a = p.parse_args(argv)
-    if a.sessions < 1 or a.pricings < 0 or a.budget <= 0:
-        p.error("--sessions must be at least 1, --pricings at least 0, --budget positive")
+    if a.sessions < 1 or a.pricings < 0 or a.budget <= 0 or a.steady < 0:
+        p.error(
+            "--sessions must be at least 1, --pricings and --steady at least 0, --budget positive"
+        )
     t0 = time.perf_counter()
+    steady = [steadiness(a.steady)] if a.steady else []
     rows: list[dict[str, Any]] = []
     graphs = {}
     for name in a.modules:
@@ -112,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         kept = not res.extraction_status.startswith(FALLBACK)  # as xla_bench.kept
         row = {"module": Path(name).stem, "status": res.extraction_status, "graph": g}
-        row.update(candidate=res.graph, kept=kept, measured=[], aa=[], fresh=[])
+        row.update(candidate=res.graph, kept=kept, measured=[], aa=[], fresh=[], pace=[])
         row["predicted"] = res.cost_before / res.cost_after if kept else 1.0
         row["runs"] = frozen_runs(g, (g, res.graph, g)) if kept else None
         rows.append(row)
@@ -126,12 +249,21 @@ def main(argv: list[str] | None = None) -> None:
             times = side_by_side(row["runs"], a.budget)
             row["measured"].append(1 / paired_ratio(times[0], times[1]))
             row["aa"].append(1 / paired_ratio(times[0], times[2]))
+            row["pace"].append(by_pace(times[2], times[0], times[1]))
         print(f"session {k + 1} of {a.sessions}", flush=True)
-    a.out.write_text(_report(rows, a, time.perf_counter() - t0, argv))
+    if a.steady:
+        steady.append(steadiness(a.steady))
+    a.out.write_text(_report(rows, a, time.perf_counter() - t0, argv, steady))
     print(f"wrote {a.out}")
 
 
-def _report(rows: list[dict[str, Any]], a: argparse.Namespace, wall: float, argv: Any) -> str:
+def _report(
+    rows: list[dict[str, Any]],
+    a: argparse.Namespace,
+    wall: float,
+    argv: Any,
+    steady: list[dict[str, Any]],
+) -> str:
     import jaxlib
 
     command = "python bench/xla_repro.py " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -176,7 +308,71 @@ def _report(rows: list[dict[str, Any]], a: argparse.Namespace, wall: float, argv
             f"stayed within {min(min(r['aa']) for r in kept):.3f}-"
             f"{max(max(r['aa']) for r in kept):.3f}.",
         ]
+    lines += _steadiness_lines(steady)
+    lines += _pace_lines(kept)
     return "\n".join(lines) + "\n"
+
+
+def _pct(xs: list[float]) -> str:
+    return " / ".join(f"{x:.0%}" for x in xs)
+
+
+def _steadiness_lines(steady: list[dict[str, Any]]) -> list[str]:
+    """The reference kernel's tries before and after the modules (:func:`steadiness`)."""
+    if not steady:
+        return []
+    lines = [
+        "",
+        "## How steady the machine was",
+        "",
+        "A float32 256 x 256 by 256 x 256 dot timed in back-to-back tries (each the lower "
+        "quartile of about 30 ms of calls, as a region's try is). Shares of tries within "
+        "1.1x of the fast time (the 10th percentile of all its tries, before and after) / "
+        "1.1-1.3x / 1.3-1.7x / at least 1.7x; the fast time of each sitting's own tries; "
+        f"timeline one mark per {TRIES_PER_MARK} tries (`{MARKS[0]}` within "
+        f"1.1x, `{MARKS[1]}` 1.1-1.3x, `{MARKS[2]}` 1.3-1.7x, `{MARKS[3]}` at least 1.7x).",
+        "",
+        "| when | tries | seconds | fast time (us) | shares |",
+        "|---|---:|---:|---:|---|",
+    ]
+    fast = fast_time([t for s in steady for t in s["tries"]])
+    for when, s in zip(("before", "after"), steady, strict=False):
+        lines.append(
+            f"| {when} | {len(s['tries'])} | {s['seconds']:.0f} | "
+            f"{fast_time(s['tries']) * 1e6:.0f} | {_pct(shares(s['tries'], fast))} |"
+        )
+    lines.append("")
+    for when, s in zip(("before", "after"), steady, strict=False):
+        lines += [f"Timeline {when}:", "", "```", timeline(s["tries"], fast), "```", ""]
+    return lines
+
+
+def _pace_lines(kept: list[dict[str, Any]]) -> list[str]:
+    """Per module, the measured speedup split by the machine's pace in each round, read
+    from the input's second copy (:func:`by_pace`), over the sessions."""
+    if not kept:
+        return []
+    lines = [
+        "## The measurement by the machine's pace",
+        "",
+        "Per session, the rounds in which the input's second copy (the A/A's, run in the "
+        "same round) ran at least 1.3x its fast time (its 10th percentile that session), "
+        "and the measured speedup of the input over the program kept in the rounds in "
+        "which that copy ran within 1.1x of it (fast rounds) and at least 1.3x (slow "
+        "rounds); ranges over the sessions.",
+        "",
+        "| module | slow rounds | speedup, fast rounds | speedup, slow rounds |",
+        "|---|---|---|---|",
+    ]
+    for r in kept:
+        slow = [x for x, _, _ in r["pace"]]
+        fast_s = [f for _, f, _ in r["pace"] if f == f]
+        slow_s = [s for _, _, s in r["pace"] if s == s]
+        lines.append(
+            f"| {r['module']} | {min(slow):.0%}-{max(slow):.0%} | {_span(fast_s)} | "
+            f"{_span(slow_s)} |"
+        )
+    return lines
 
 
 if __name__ == "__main__":
