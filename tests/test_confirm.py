@@ -101,3 +101,29 @@ def test_cli_confirm_shows_the_measured_speedup(monkeypatch):
     assert "fallback-not-faster" in r.output
     r = CliRunner().invoke(main, [*args[:2], "--no-verify", "--time-limit", "30"])
     assert r.exit_code == 0 and "measured speedup" not in r.output
+
+
+class _FreeMerge(_Measured):
+    """Prices a 64-wide matmul at 10 us and a wider one (two merged) at nothing, as the
+    xla model priced a batched 3 x 3 dot whose measurements all fell under XLA's call
+    overhead."""
+
+    def cost(self, ctx):
+        if ctx.op == "matmul" and not ctx.constant and ctx.output.shape[-1] == 64:
+            return 1e-5
+        return 0.0
+
+
+def test_a_candidate_priced_at_nothing_and_measured_slower_says_so(monkeypatch):
+    """A candidate priced at 0 s has no predicted ratio: confirmation that keeps the
+    input says the prediction in seconds (hloenv_BayesNewton_jit_matmul raised a
+    ZeroDivisionError in xla_bench.py)."""
+    calls = _stub(monkeypatch, 0.5)
+    b = GraphBuilder()
+    x = b.input((1, 64), "x")
+    w1, w2 = b.weight((64, 64), "w1"), b.weight((64, 64), "w2")
+    g = b.finish([b.matmul(x, w1), b.matmul(x, w2)])
+    r = tensat_py.optimize(g, cost_model=_FreeMerge("profile"), verify=False, k_multi=1)
+    assert r.candidate_cost == 0.0 < r.cost_before and len(calls) == 1
+    assert r.extraction_status == "fallback-not-faster" and r.graph is g
+    assert "is predicted to take 0 s but measured 0.500x" in r.message

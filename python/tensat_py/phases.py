@@ -696,8 +696,7 @@ def confirm(run: Run, confirm: bool | Runtime | None) -> None:
                 aa = f", A/A {c.aa:.3f}x [{lo:.3f}, {hi:.3f}]"
             run.status = "fallback-not-faster"
             run.message = (
-                f"the extracted program ({status}) is predicted "
-                f"{run.cost_before / run.candidate_cost:.3f}x faster but measured "
+                f"the extracted program ({status}) is predicted {_predicted(run)} but measured "
                 f"{c.speedup:.3f}x [{low:.3f}, {c.speedup_interval[1]:.3f}] on "
                 f"{_FAMILY.get(c.runtime, c.runtime)} ({c.rounds} rounds{aa}; {c.label}), "
                 f"not measurably faster (at least {1 + CONFIRM_MARGIN:g}x, the interval "
@@ -712,6 +711,15 @@ def confirm(run: Run, confirm: bool | Runtime | None) -> None:
             f"; written as the source model, which onnxruntime ran {c.source_gain:.3f}x "
             "faster than the input's export"
         )
+
+
+def _predicted(run: Run) -> str:
+    """The candidate's predicted gain for messages: ``"1.234x faster"``, or ``"to take
+    0 s"`` when the cost model priced it at nothing (a module of a few hundred bytes whose
+    regions all measured under XLA's call overhead), where a ratio has no value."""
+    if run.candidate_cost > 0:
+        return f"{run.cost_before / run.candidate_cost:.3f}x faster"
+    return f"to take {run.candidate_cost:g} s"
 
 
 #: Short names of the runtimes confirmation times on (``stats["measured_on"]``, labels),
