@@ -105,8 +105,7 @@ def test_cli_confirm_shows_the_measured_speedup(monkeypatch):
 
 class _FreeMerge(_Measured):
     """Prices a 64-wide matmul at 10 us and a wider one (two merged) at nothing, as the
-    xla model priced a batched 3 x 3 dot whose measurements all fell under XLA's call
-    overhead."""
+    xla model once priced hloenv_BayesNewton_jit_matmul's candidate."""
 
     def cost(self, ctx):
         if ctx.op == "matmul" and not ctx.constant and ctx.output.shape[-1] == 64:

@@ -715,8 +715,9 @@ def confirm(run: Run, confirm: bool | Runtime | None) -> None:
 
 def _predicted(run: Run) -> str:
     """The candidate's predicted gain for messages: ``"1.234x faster"``, or ``"to take
-    0 s"`` when the cost model priced it at nothing (a module of a few hundred bytes whose
-    regions all measured under XLA's call overhead), where a ratio has no value."""
+    0 s"`` when the cost model priced it at nothing (the ``xla`` model can, where the
+    figures of a small module fall under XLA's call overhead, which it subtracts), where
+    a ratio has no value."""
     if run.candidate_cost > 0:
         return f"{run.cost_before / run.candidate_cost:.3f}x faster"
     return f"to take {run.candidate_cost:g} s"
