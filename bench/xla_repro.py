@@ -161,8 +161,12 @@ def by_pace(pace: list[float], base: list[float], other: list[float]) -> tuple[f
     rounds = list(zip(pace, base, other, strict=True))
     fast_rounds = [a / b for p, a, b in rounds if band(p, fast) == 0]
     slow_rounds = [a / b for p, a, b in rounds if band(p, fast) >= 2]
-    med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
-    return len(slow_rounds) / len(pace), med(fast_rounds), med(slow_rounds)
+    return len(slow_rounds) / len(pace), _median(fast_rounds), _median(slow_rounds)
+
+
+def _median(xs: list[float]) -> float:
+    """The median of ``xs``, NaN for none."""
+    return statistics.median(xs) if xs else float("nan")
 
 
 def _load(name: str) -> Any:

@@ -149,7 +149,7 @@ def test_ewadd_and_add_share_one_price(quick, monkeypatch) -> None:
     each = {"add": 1e-6, "mul": 3e-6}
 
     def time_graph(self, graph):
-        ops_ = [graph.nodes[i].op for i in range(len(graph.nodes))]
+        ops_ = [node.op for node in graph.nodes]
         timed.append(ops_[-1])
         t = sum(each.get(op, 1e-6) for op in ops_ if op not in ("input", "weight"))
         return Measurement(t, 0.0, 1, t)
