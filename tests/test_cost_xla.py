@@ -563,6 +563,43 @@ def test_a_top_k_module_is_priced_whole(quick) -> None:
     assert (model.pricing().whole, model.pricing().by_operator) == (1, 0), model.pricing()
 
 
+def test_a_bitcast_that_moves_a_unit_dimension_is_priced_whole(quick) -> None:
+    """XLA CPU writes a batched matrix-vector product's result through
+    ``f64[125,3,1]{1,0,2} bitcast(f64[125,3]{1,0})`` and a copy (as in
+    hloenv_BayesNewton_jit_matmul); compiled again as a region, that bitcast failed layout
+    assignment and the program was priced operator by operator with estimates. Each
+    region, alone and after its producer, must compile again, and the program be priced
+    whole."""
+    from tensat_py.frontends.hlo import loads
+    from tensat_py.frontends.hlo.parser import parse_module
+    from tensat_py.runtime import xla_exec
+
+    text = (
+        "HloModule matvec\n\nENTRY main {\n  a = f64[125,3,3]{2,1,0} parameter(0)\n"
+        "  v = f64[125,3,1]{2,1,0} parameter(1)\n"
+        "  ROOT d = f64[125,3,1]{2,1,0} dot(a, v), lhs_batch_dims={0}, "
+        "lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n"
+    )
+    optimised = parse_module(xla_exec.compile_text(text).hlo_modules()[0].to_string())
+    regions = [i for i in optimised.entry.instructions if i.opcode not in xla.FREE_OPCODES]
+    bodies = [c for c in optimised.computations if not c.entry]
+    moved = [
+        i
+        for c in bodies
+        for i in c.instructions
+        if i.opcode == "bitcast" and not i.shape.default_layout()
+    ]
+    assert moved, "XLA no longer writes the bitcast this test is about"
+    for ins in regions:
+        xla_exec.compile_text(xla.region_module(optimised, ins))
+    for producer, consumer in zip(regions, regions[1:], strict=False):
+        xla_exec.compile_text(xla_regions.pair_module(optimised, producer, consumer))
+    model = xla.XlaCostModel()
+    model.measure_until(None)
+    assert model.graph_cost(loads(text)) > 0
+    assert (model.pricing().whole, model.pricing().by_operator) == (1, 0), model.pricing()
+
+
 def test_a_long_region_is_tried_once(quick, monkeypatch) -> None:
     """A region whose first try's timed calls took LONG_REGION_SECONDS is not measured
     again in later rounds (EfficientNet's convolution regions take about a second a call);

@@ -173,11 +173,36 @@ def _called(comps: Mapping[str, Any], entry: Any) -> list[Any]:
 
 
 def _reparsable(comp: Any) -> Any:
-    """``comp`` with every ``bitcast`` that changes the element type written as
-    ``bitcast-convert`` (the same bits, read as the other type): XLA's optimised modules
-    print so a sort comparator's total order on floats (``s32[] bitcast(f32[] x)``, as
-    in the TopK call XLA CPU makes of a sort and slice), which XLA's parser rejects when
-    the module is compiled again."""
+    """``comp`` written so that XLA's parser and pipeline take it again, as XLA's
+    optimised modules print some instructions in forms that only its own passes make:
+
+    * a ``bitcast`` that changes the element type becomes ``bitcast-convert`` (the same
+      bits, read as the other type): a sort comparator's total order on floats
+      (``s32[] bitcast(f32[] x)``, as in the TopK call XLA CPU makes of a sort and slice),
+      which XLA's parser rejects;
+    * a ``bitcast`` whose result has a layout other than row-major but which only moves
+      dimensions of size 1 (:func:`_moves_unit_dims`) becomes a ``reshape`` to the
+      row-major layout, the same elements in the same order: XLA CPU writes
+      ``f64[125,3,1]{1,0,2} bitcast(f64[125,3]{1,0})`` before a ``copy`` in the
+      fusions of hloenv_BayesNewton_jit_matmul and hloenv_Toy-nn_loss_dot_scatter, and
+      compiling them again fails in layout assignment ("layout minor_to_major field
+      contains 3 elements, but shape has 2 dimensions").
+
+    A bitcast that reorders dimensions of more than one element is kept (the module
+    then fails to compile and the region is priced as :class:`XlaCostModel` prices an
+    operator it cannot run alone).
+
+    Example (the BayesNewton fusion's bitcast):
+        >>> from tensat_py.frontends.hlo.parser import parse_module
+        >>> m = parse_module('''HloModule m
+        ... ENTRY e {
+        ...   p = f64[125,3]{1,0} parameter(0)
+        ...   b = f64[125,3,1]{1,0,2} bitcast(p)
+        ...   ROOT c = f64[125,3,1]{2,1,0} copy(b)
+        ... }''')
+        >>> [(i.opcode, i.shape.layout) for i in _reparsable(m.entry).instructions]
+        [('parameter', '1,0'), ('reshape', '2,1,0'), ('copy', '2,1,0')]
+    """
     from tensat_py.frontends.hlo.ir import ArrayShape
 
     by = comp.by_name()
@@ -188,11 +213,44 @@ def _reparsable(comp: Any) -> Any:
             src is not None
             and isinstance(src.shape, ArrayShape)
             and isinstance(ins.shape, ArrayShape)
-            and src.shape.etype != ins.shape.etype
         ):
-            ins, changed = dataclasses.replace(ins, opcode="bitcast-convert"), True
+            if src.shape.etype != ins.shape.etype:
+                ins, changed = dataclasses.replace(ins, opcode="bitcast-convert"), True
+            elif not ins.shape.default_layout() and _moves_unit_dims(src.shape, ins.shape):
+                row_major = ",".join(str(d) for d in reversed(range(len(ins.shape.dims))))
+                shape = dataclasses.replace(ins.shape, layout=row_major)
+                ins, changed = dataclasses.replace(ins, opcode="reshape", shape=shape), True
         out.append(ins)
     return dataclasses.replace(comp, instructions=out) if changed else comp
+
+
+def _moves_unit_dims(src: Any, dst: Any) -> bool:
+    """Whether a bitcast of array shape ``src`` to ``dst`` is a row-major reshape: in
+    both, the dimensions of more than one element lie in memory in the order they are
+    written (their layouts differ from row-major only in where the size-1 dimensions go).
+
+    >>> from tensat_py.frontends.hlo.ir import ArrayShape
+    >>> _moves_unit_dims(ArrayShape("f32", (101, 10), "1,0"),
+    ...                  ArrayShape("f32", (101, 1, 10), "2,0,1"))
+    True
+    >>> _moves_unit_dims(ArrayShape("f32", (4, 3), "1,0"), ArrayShape("f32", (3, 4), "0,1"))
+    False
+    """
+
+    def in_memory(shape: Any) -> list[int] | None:
+        if shape.layout is None:
+            return [d for d in shape.dims if d != 1]
+        try:
+            minor_to_major = [int(x) for x in shape.layout.split(":")[0].split(",") if x.strip()]
+        except ValueError:  # a layout with more than dimension numbers: not touched
+            return None
+        if sorted(minor_to_major) != list(range(len(shape.dims))):
+            return None
+        return [shape.dims[d] for d in reversed(minor_to_major) if shape.dims[d] != 1]
+
+    order = [in_memory(src), in_memory(dst)]
+    written = [[d for d in s.dims if d != 1] for s in (src, dst)]
+    return order == written
 
 
 def region_kind(ins: Any) -> tuple[str, str | None]:
