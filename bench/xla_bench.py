@@ -65,8 +65,11 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
     ``cost_model``, then the input and the program kept, weight-only operators
     pre-computed (:func:`tensat_py.runtime.xla_exec.freeze_weights`, as confirmation on
     XLA and the ``xla`` cost model's whole-program prices do), printed as HLO (weights as
-    entry parameters) and timed side by side on XLA CPU with an A/A. Returns an
-    ``HloRow`` as a dict; never raises."""
+    entry parameters) and timed side by side on XLA CPU with an A/A. NasRNN's input
+    merged by hand (:func:`nasrnn_bound.tensat_merged`, 2 dots per step: the goal's
+    bound) is timed in the same rounds. Returns an ``HloRow`` as a dict, for NasRNN with
+    ``bound`` (input / merged run time) and ``of_bound`` (merged / optimised), medians of
+    per-round ratios; never raises."""
     import statistics
     import traceback
     from dataclasses import asdict
@@ -77,6 +80,7 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
     from tensat_py.runtime.protocol import XlaCpu
 
     row = HloRow(f"zoo_{name}.hlo")
+    bound: dict[str, float] = {}
     try:
         g = tensat_py.load(name)
         row.ops_before = g.num_operators()
@@ -95,24 +99,34 @@ def bench_zoo(name: str, cost_model: str, device: str, time_limit: float, budget
         row.cost_model = f"{res.cost_model}/{res.device}"
         row.estimated = _estimated(res.stats)
         row.verify_runner = res.verify.runner if res.verify else ""
-        runs = frozen_runs(g, (g, res.graph, g))
-        outs = [r() for r in runs[:2]]
-        a = [o[0] for o in outs[0]]
-        b = [o[0] for o in outs[1]]
-        row.max_rel_err = _rel_err(a, b)
+        programs = [g, res.graph, g]
+        if name == "nasrnn":  # the goal's bound, timed in the same rounds
+            from nasrnn_bound import tensat_merged
+
+            programs.append(tensat_merged(len(g.inputs()), 2))
+        runs = frozen_runs(g, programs)
+        outs = [[o[0] for o in r()] for r in runs]
+        row.max_rel_err = _rel_err(outs[0], outs[1])
+        if len(outs) > 3 and _rel_err(outs[0], outs[3]) > 1e-5:
+            raise ValueError("NasRNN merged by hand computes another state")
         times = side_by_side(runs, budget_s)
         row.run_ms_orig, row.run_ms_opt, row.run_ms_orig2 = (
-            statistics.median(t) * 1e3 for t in times
+            statistics.median(t) * 1e3 for t in times[:3]
         )
         row.ratio = timing.paired_ratio(times[0], times[1])
         row.aa = timing.paired_ratio(times[0], times[2])
+        if len(times) > 3:
+            bound = {
+                "bound": 1 / timing.paired_ratio(times[0], times[3]),
+                "of_bound": 1 / timing.paired_ratio(times[3], times[1]),
+            }
     except Exception as e:  # a failure row
         row.status = "failed"
         row.reason = (
             f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:200]
         )
         traceback.print_exc()
-    return asdict(row)
+    return {**asdict(row), **bound}
 
 
 def frozen_runs(graph, programs) -> list:
@@ -162,8 +176,15 @@ def kept(r) -> bool:
     return not r.extraction.startswith(FALLBACK) and r.extraction != ""
 
 
-def report(rows: dict[str, list], command: str, wall: float) -> str:
-    """The markdown: one table with both cost models, then the goal's figures."""
+def report(
+    rows: dict[str, list],
+    command: str,
+    wall: float,
+    bounds: dict[str, tuple[float, float]] | None = None,
+) -> str:
+    """The markdown: one table with both cost models, then the goal's figures;
+    ``bounds[model]``: NasRNN's hand-merged bound, measured in the rounds of that model's
+    NasRNN row (speedup over the input, optimised program's speedup over it)."""
     import os
     import platform
 
@@ -228,7 +249,8 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
             f"{len(kept_rows)}; geometric-mean measured speedup {_f(_geomean(meas))}x "
             f"(the input counted as 1.000 where it was kept; every measured ratio as "
             f"measured: {_f(_geomean(raw))}x); NasRNN "
-            f"{_f(nas[0]) + 'x' if nas else 'not run'}; kept candidates slower than the "
+            f"{_f(nas[0]) + 'x' if nas else 'not run'}{_bound(bounds, m)}; kept "
+            f"candidates slower than the "
             f"original by more than 2 % beyond the A/A: {len(slower)} "
             f"({', '.join(slower) or 'none'}); kept candidates predicted within 5 % of "
             f"measured: {len(within)} of {len(kept_rows)}; predictions holding roofline "
@@ -236,6 +258,25 @@ def report(rows: dict[str, list], command: str, wall: float) -> str:
             "",
         ]
     return "\n".join(text)
+
+
+def _bound(bounds: dict[str, tuple[float, float]] | None, model: str) -> str:
+    """The NasRNN figure's clause on the hand-merged bound, measured in the same rounds.
+
+    >>> for part in _bound({"xla": (1.336, 0.948)}, "xla").split("; "):
+    ...     print(part)
+     (its input merged by hand, 2 dots per step, in the same rounds: 1.336x
+    the program kept at 0.948x of it)
+    >>> _bound(None, "xla")
+    ''
+    """
+    if not bounds or model not in bounds:
+        return ""
+    speedup, of = bounds[model]
+    return (
+        f" (its input merged by hand, 2 dots per step, in the same rounds: {_f(speedup)}x; "
+        f"the program kept at {_f(of)}x of it)"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -262,6 +303,7 @@ def main(argv: list[str] | None = None) -> None:
         zoo = [z for z in zoo if any(k in f"zoo_{z}.hlo" for k in keep)]
     t0 = time.perf_counter()
     rows: dict[str, list] = {}
+    bounds: dict[str, tuple[float, float]] = {}
     for m in a.cost_models.split(","):
         device = "cpu" if m == "xla" else "t4"
         rows[m] = []
@@ -273,6 +315,8 @@ def main(argv: list[str] | None = None) -> None:
                     d = fut.result(timeout=900)
                 except Exception as e:  # a killed worker, a time-out
                     d = asdict(HloRow(f"zoo_{z}.hlo", "failed", f"{type(e).__name__}: {e}"[:200]))
+                if "bound" in d:
+                    bounds[m] = (d.pop("bound"), d.pop("of_bound"))
                 rows[m].append(HloRow(**d))
                 print(m, d["module"], d["status"], d["reason"], flush=True)
         cfg = HloBenchConfig(
@@ -292,7 +336,7 @@ def main(argv: list[str] | None = None) -> None:
                 cfg, progress=False, on_row=lambda r: print(r.module, r.status, flush=True)
             )
     command = "python bench/xla_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    a.out.write_text(report(rows, command.strip(), time.perf_counter() - t0) + "\n")
+    a.out.write_text(report(rows, command.strip(), time.perf_counter() - t0, bounds) + "\n")
     print(f"wrote {a.out}")
 
 
