@@ -292,8 +292,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--time-limit", type=float, default=60.0, help="the optimiser's default")
     p.add_argument("--budget", type=float, default=3.0, help="seconds of timed runs each")
     p.add_argument("--jobs", type=int, default=1)
+    p.add_argument(
+        "--module-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds one module may take, optimisation and timing (default 1800: one run "
+        "of hloenv_efficientnet_forward_73conv_large took about 130 s here, and its three "
+        "programs each run twice before they are timed; with 900 s it timed out)",
+    )
     p.add_argument("--only", default="", help="comma-separated substrings of module names")
     a = p.parse_args(argv)
+    if a.module_timeout <= 0:
+        p.error(f"--module-timeout must be positive, got {a.module_timeout:g}")
     layers = [int(x) for x in a.layers.split(",") if x]
     files = gather(a.work, layers, not a.no_shared)
     zoo = [] if a.no_zoo else list(ZOO)
@@ -312,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
             for z in zoo:
                 fut = pool.submit(bench_zoo, z, m, device, a.time_limit, a.budget)
                 try:
-                    d = fut.result(timeout=900)
+                    d = fut.result(timeout=a.module_timeout)
                 except Exception as e:  # a killed worker, a time-out
                     d = asdict(HloRow(f"zoo_{z}.hlo", "failed", f"{type(e).__name__}: {e}"[:200]))
                 if "bound" in d:
@@ -330,6 +340,7 @@ def main(argv: list[str] | None = None) -> None:
             cost_model=m,
             device=device,
             command=f"xla_bench {m}",
+            timeout_s=a.module_timeout,
         )
         if files:
             rows[m] += run_hlo_bench(
