@@ -188,9 +188,9 @@ def _reparsable(comp: Any) -> Any:
       compiling them again fails in layout assignment ("layout minor_to_major field
       contains 3 elements, but shape has 2 dimensions").
 
-    A bitcast that reorders dimensions of more than one element is kept (the module
-    then fails to compile and the region is priced as :class:`XlaCostModel` prices an
-    operator it cannot run alone).
+    A bitcast that reorders dimensions of more than one element is kept as it is (where
+    XLA rejects the module, :meth:`XlaCostModel.graph_cost` prices the program operator
+    by operator, as it did these two).
 
     Example (the BayesNewton fusion's bitcast):
         >>> from tensat_py.frontends.hlo.parser import parse_module
