@@ -83,6 +83,21 @@ def test_nasrnn_verifies_and_costs_no_more() -> None:
     assert res.verify is not None and res.verify.passed
 
 
+def test_a_result_says_when_the_check_left_exploration_no_time(monkeypatch) -> None:
+    """VGG's reference run once took so long that the time kept back for the candidate's
+    check was the whole 20 s limit: exploration ran no iteration and the message said
+    only that the program extracted cost as much as the input. It says why now."""
+    from tensat_py import phases
+
+    monkeypatch.setattr(phases, "VERIFY_RESERVE_FACTOR", 1e6)  # any reference run: too slow
+    res = tensat_py.optimize(tensat_py.load("bert"), time_limit=5.0)
+    assert (res.stats["iterations"], res.stats["stop_reason"]) == (0, "time_limit")
+    assert "exploration had no time: the candidate's check was given" in res.message
+    monkeypatch.undo()
+    res = tensat_py.optimize(tensat_py.load("bert"), time_limit=30.0)
+    assert res.stats["iterations"] > 0 and "exploration had no time" not in res.message
+
+
 @pytest.mark.parametrize(
     "path",
     [param(fixture("taso", f"mini_{n}.model")) for n in ("squeezenet", "inception", "mobile")]

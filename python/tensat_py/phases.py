@@ -591,6 +591,36 @@ def _same_pricing(run: Run) -> None:
         run.candidate_cost = run.model.graph_cost(run.candidate)
 
 
+def _unexplored(run: Run) -> str:
+    """A clause for the "kept the input" message when exploration ran no iteration
+    because its time was gone, kept back for the candidate's check (estimated from
+    verification's reference run, :data:`VERIFY_RESERVE_FACTOR`); ``""`` otherwise.
+
+    >>> from types import SimpleNamespace
+    >>> run = SimpleNamespace(stats={"iterations": 0, "stop_reason": "time_limit"},
+    ...                       reserve=19.5, budget=SimpleNamespace(limit=20.0))
+    >>> import textwrap
+    >>> print(textwrap.fill(_unexplored(run), 80))
+    ; exploration had no time: the candidate's check was given 19.5 s of the 20 s
+    time limit (estimated from the reference run); a larger time_limit gives
+    exploration time
+    >>> run.stats["iterations"] = 3
+    >>> _unexplored(run)
+    ''
+    """
+    stats = run.stats
+    if stats.get("iterations") != 0 or stats.get("stop_reason") != "time_limit":
+        return ""
+    if run.reserve <= 0:  # no check kept time back: the limit itself was too short
+        return ""
+    return (
+        f"; exploration had no time: the candidate's check was given {run.reserve:.3g} s "
+        f"of the {run.budget.limit:g} s time limit (estimated from the "
+        "reference run); a "
+        "larger time_limit gives exploration time"
+    )
+
+
 def _decide(run: Run) -> None:
     assert run.candidate is not None and run.extraction is not None
     _same_pricing(run)
@@ -629,6 +659,7 @@ def _decide(run: Run) -> None:
             f"cheaper, below min_gain {run.gain_floor:.2%}; kept the input"
         )
         run.best, run.cost_after = graph, before
+    run.message += _unexplored(run)
 
 
 def confirm(run: Run, confirm: bool | Runtime | None) -> None:
