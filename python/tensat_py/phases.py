@@ -608,16 +608,13 @@ def _unexplored(run: Run) -> str:
     >>> _unexplored(run)
     ''
     """
-    stats = run.stats
-    if stats.get("iterations") != 0 or stats.get("stop_reason") != "time_limit":
-        return ""
-    if run.reserve <= 0:  # no check kept time back: the limit itself was too short
+    starved = run.stats.get("iterations") == 0 and run.stats.get("stop_reason") == "time_limit"
+    if not starved or run.reserve <= 0:  # no check kept time back: the limit was too short
         return ""
     return (
         f"; exploration had no time: the candidate's check was given {run.reserve:.3g} s "
-        f"of the {run.budget.limit:g} s time limit (estimated from the "
-        "reference run); a "
-        "larger time_limit gives exploration time"
+        f"of the {run.budget.limit:g} s time limit (estimated from the reference run); "
+        "a larger time_limit gives exploration time"
     )
 
 
