@@ -304,6 +304,13 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if a.module_timeout <= 0:
         p.error(f"--module-timeout must be positive, got {a.module_timeout:g}")
+    if a.time_limit <= 0 or a.budget <= 0 or a.jobs < 1:
+        p.error("--time-limit and --budget must be positive, --jobs at least 1")
+    from tensat_py.cost import COST_MODELS
+
+    unknown = [m for m in a.cost_models.split(",") if m not in COST_MODELS]
+    if unknown:
+        p.error(f"--cost-models: unknown {', '.join(unknown)}; known: {', '.join(COST_MODELS)}")
     layers = [int(x) for x in a.layers.split(",") if x]
     files = gather(a.work, layers, not a.no_shared)
     zoo = [] if a.no_zoo else list(ZOO)
@@ -311,6 +318,8 @@ def main(argv: list[str] | None = None) -> None:
         keep = a.only.split(",")
         files = [f for f in files if any(k in f.name for k in keep)]
         zoo = [z for z in zoo if any(k in f"zoo_{z}.hlo" for k in keep)]
+    if not files and not zoo:
+        p.error(f"no module to run: --only {a.only!r} matches no module name")
     t0 = time.perf_counter()
     rows: dict[str, list] = {}
     bounds: dict[str, tuple[float, float]] = {}

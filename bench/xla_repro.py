@@ -244,14 +244,16 @@ def main(argv: list[str] | None = None) -> None:
             "--sessions must be at least 1, --pricings and --steady at least 0, --budget positive"
         )
     t0 = time.perf_counter()
-    steady = [steadiness(a.steady)] if a.steady else []
-    rows: list[dict[str, Any]] = []
     graphs = {}
     for name in a.modules:
         try:
             graphs[name] = _load(name)
         except (OSError, ValueError) as e:  # not a zoo name, a file that does not parse
             p.error(str(e).strip().splitlines()[0])
+        if graphs[name] is None and name not in DEFAULT:  # a default may lack ../shared
+            p.error(f"{name}: no such file")
+    steady = [steadiness(a.steady)] if a.steady else []
+    rows: list[dict[str, Any]] = []
     for name, g in graphs.items():
         if g is None:
             rows.append({"module": Path(name).stem, "status": "missing", "kept": False})
